@@ -1,0 +1,44 @@
+/* metro/device.h — the fixed device ABI (include from .cu files only).
+ *
+ * Device function pointers do not cross dlopen'ed modules (DESIGN.md fact
+ * 1), so samplers do not call potentials through pointers.  Instead every
+ * potential's LTO-IR defines these extern "C" functions by name, every
+ * sampler's IR calls them, and the core links core + sampler + potential
+ * (+ observables) with nvJitLink at start-up, where they inline (fact 2).
+ *
+ * A potential reads its parameters from metro_potential_params, a constant
+ * block the core defines and fills with the bytes the potential's host
+ * table returns from device_params().
+ */
+#ifndef METRO_DEVICE_H
+#define METRO_DEVICE_H
+
+#ifndef __CUDACC__
+#error "metro/device.h is for CUDA sources"
+#endif
+
+#include "metro/hd.h"
+
+/* Defined once, by the core's device code. */
+extern __constant__ __align__(16) unsigned char metro_potential_params[METRO_PARAMS_MAX];
+
+/* Pair energy of two non-bonded particles; +INFINITY when forbidden. */
+extern "C" __device__ float metro_pair_energy(float4 a, float4 b);
+/* Whole interaction of two bonded neighbours (used instead of the pair
+ * energy for them; the potential decides whether it includes the pair
+ * term); +INFINITY when the bond is overstretched. */
+extern "C" __device__ float metro_bond_energy(float4 a, float4 b);
+/* One-body energy (walls, fields); +INFINITY outside the allowed region. */
+extern "C" __device__ float metro_external_energy(float4 a);
+
+/* The interaction of i and j in a system whose bonds (when chain is set)
+ * join neighbours in index order.  Every sampler computes pair terms
+ * through this so the bonded-pair rule lives in one place. */
+static __device__ __forceinline__ float metro_interaction(float4 a, float4 b, int i, int j,
+                                                          int chain)
+{
+    int d = i - j;
+    return (chain && (d == 1 || d == -1)) ? metro_bond_energy(a, b) : metro_pair_energy(a, b);
+}
+
+#endif

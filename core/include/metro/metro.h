@@ -1,0 +1,77 @@
+/* metro/metro.h — libmetro's public API: assemble a simulation from a
+ * config, run it, look at it.  The `metro` program, the tests and the
+ * benchmarks are all written on this.
+ */
+#ifndef METRO_METRO_H
+#define METRO_METRO_H
+
+#include "metro/plugin.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define METRO_VERSION_STRING "0.1.0"
+
+/* Exit statuses of the program, and the status of every call below. */
+enum {
+    METRO_OK = 0,
+    METRO_ERUN = 1,    /* failure at run time */
+    METRO_EUSAGE = 2   /* bad usage or bad config: nothing was run */
+};
+
+/* Error text a call leaves behind: one line per problem. */
+typedef struct metro_error {
+    int status;
+    char msg[8192];
+} metro_error;
+
+typedef struct metro_options {
+    const char *config_path;          /* INI file ...                      */
+    const char *config_text;          /* ... or its text (then path names it
+                                         in messages, default "<text>")     */
+    const char *const *sets;          /* "section.key=value" overrides     */
+    int nsets;
+    const char *device;               /* overrides [run] device when set   */
+    const char *output;               /* overrides [run] output when set;
+                                         "" writes no run directory        */
+    int quiet;                        /* no progress line, log to file only */
+    int overwrite;                    /* replace an existing run directory */
+} metro_options;
+
+typedef struct metro_sim metro_sim;
+
+/* Read and validate the config, load the plugins, create them, place the
+ * particles, pick the backend (JIT-linking the device code on CUDA) and
+ * create the run directory.  Returns METRO_OK and *out, or METRO_EUSAGE /
+ * METRO_ERUN with err filled and *out NULL. */
+int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err);
+
+/* Equilibration, production with measurements, results, plots: the whole
+ * run of the config.  METRO_OK or METRO_ERUN (err filled). */
+int metro_sim_run(metro_sim *sim, metro_error *err);
+
+/* Advance the chain by `sweeps` without measuring (tests, benchmarks). */
+int metro_sim_advance(metro_sim *sim, long sweeps, metro_error *err);
+
+/* The state with host copies brought up to date. */
+const metro_state *metro_sim_state(metro_sim *sim, metro_error *err);
+
+/* Backend actually in use, and a description ("CPU", "NVIDIA H100 ..."). */
+metro_backend metro_sim_backend(const metro_sim *sim);
+const char *metro_sim_device_name(const metro_sim *sim);
+
+/* Total energy of replica r recomputed from scratch (CPU loop of the
+ * potential on host positions, or the core's kernel on CUDA). */
+double metro_sim_total_energy(metro_sim *sim, int r, metro_error *err);
+
+void metro_sim_destroy(metro_sim *sim);
+
+/* The command-line program: metro run|list|describe|--help|--version. */
+int metro_main(int argc, char **argv);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

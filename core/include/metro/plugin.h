@@ -1,0 +1,301 @@
+/* metro/plugin.h — the plugin ABI.
+ *
+ * A plugin is a shared object exporting one symbol, metro_plugin_entry,
+ * that returns a constant descriptor (METRO_PLUGIN below writes it).  The
+ * descriptor names the plugin, declares its parameters, carries a table of
+ * host functions for its kind and the LTO-IR of its device code.
+ *
+ * The core hands every plugin a const table of services (metro_host_api) so
+ * plugins link nothing of the core (SQLite's sqlite3_api_routines pattern).
+ * Every table starts with a version and is append-only: a member added later
+ * is read only by a core that checks the table's version first.
+ *
+ * Return convention of every function in these tables: 0 on success,
+ * non-zero on failure after calling host->fail() with a message.  Plugins
+ * never exit() and never print to stderr themselves.
+ */
+#ifndef METRO_PLUGIN_H
+#define METRO_PLUGIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "metro/hd.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define METRO_ABI_VERSION 1u
+
+typedef enum metro_kind {
+    METRO_KIND_POTENTIAL = 1,
+    METRO_KIND_SAMPLER = 2,
+    METRO_KIND_OBSERVABLE = 3
+} metro_kind;
+
+typedef enum metro_backend {
+    METRO_BACKEND_CPU = 1,
+    METRO_BACKEND_CUDA = 2
+} metro_backend;
+
+/* ---- declared parameters ------------------------------------------------ */
+
+typedef enum metro_param_type {
+    METRO_PARAM_INT = 1,    /* long; range [min, max] */
+    METRO_PARAM_REAL,       /* double; range [min, max] */
+    METRO_PARAM_BOOL,       /* true/false, yes/no, on/off, 1/0 */
+    METRO_PARAM_CHOICE,     /* one of choices, "a|b|c" */
+    METRO_PARAM_STRING,     /* any text */
+    METRO_PARAM_REAL_LIST   /* comma-separated doubles, each in [min, max] */
+} metro_param_type;
+
+/* One parameter a plugin accepts.  default_value is text as it would be
+ * written in the INI file; NULL makes the parameter required. */
+typedef struct metro_param_decl {
+    const char *name;
+    metro_param_type type;
+    const char *default_value;
+    double min, max;         /* INT, REAL, REAL_LIST; ignored otherwise */
+    const char *choices;     /* CHOICE: "a|b|c" */
+    const char *unit;        /* "" when dimensionless */
+    const char *doc;         /* one line */
+} metro_param_decl;
+
+#define METRO_PARAM_END { NULL, (metro_param_type)0, NULL, 0, 0, NULL, NULL, NULL }
+
+/* Validated values of one section, read through host->param_*(). */
+typedef struct metro_params metro_params;
+
+/* ---- services the core gives plugins ------------------------------------ */
+
+typedef struct metro_rng metro_rng;   /* cuRAND Philox4_32_10 stream */
+typedef struct metro_ctx metro_ctx;   /* one plugin instance's link to the run */
+
+typedef enum metro_log_level {
+    METRO_LOG_ERROR = 0, METRO_LOG_WARN, METRO_LOG_INFO, METRO_LOG_DEBUG
+} metro_log_level;
+
+typedef struct metro_host_api {
+    uint32_t version;        /* METRO_ABI_VERSION of the core */
+
+    /* Record why the current call failed; returns -1 so that a plugin can
+     * write `return host->fail(ctx, "...", ...);`. */
+    int (*fail)(metro_ctx *ctx, const char *fmt, ...);
+    /* Log a line to the run's log (and to stderr when not quiet). */
+    void (*log)(metro_ctx *ctx, metro_log_level level, const char *fmt, ...);
+
+    /* Parameter values by declared name (an undeclared name is a bug in the
+     * plugin: the core aborts with a message naming it). */
+    long (*param_int)(const metro_params *p, const char *name);
+    double (*param_real)(const metro_params *p, const char *name);
+    int (*param_bool)(const metro_params *p, const char *name);
+    const char *(*param_string)(const metro_params *p, const char *name);
+    /* REAL_LIST: number of values in *n; array owned by the core. */
+    const double *(*param_list)(const metro_params *p, const char *name, int *n);
+
+    /* Uniform floats in (0, 1] from the plugin instance's own Philox stream.
+     * out is host memory on the CPU backend, device memory on CUDA (written
+     * asynchronously on ctx's stream).  Both backends give the same numbers
+     * for the same seed and plugin instance. */
+    int (*uniform)(metro_ctx *ctx, float *out, size_t n);
+
+    /* CUDA backend only: a kernel of the JIT-linked module by its
+     * extern "C" name; the value is a cudaKernel_t, launch it with
+     * cudaLaunchKernel((const void *)k, ...) on host->stream(ctx). */
+    int (*kernel)(metro_ctx *ctx, const char *name, void **kernel);
+    /* CUDA backend only: the run's stream (a cudaStream_t). */
+    void *(*stream)(metro_ctx *ctx);
+
+    /* Open a file in the run directory for writing ("w") — the only place
+     * plugins write.  NULL (with the reason recorded) on failure. */
+    FILE *(*open_output)(metro_ctx *ctx, const char *filename);
+    /* The run directory, for messages. */
+    const char *(*run_dir)(metro_ctx *ctx);
+
+    /* Byte buffer for save(); append n bytes. */
+    int (*save_bytes)(metro_ctx *ctx, const void *data, size_t n);
+} metro_host_api;
+
+/* ---- the simulated state ------------------------------------------------ */
+
+#define METRO_MAX_SPECIES 8
+
+/* A kind of particle, for potentials that have them (particle w holds the
+ * species index then). */
+typedef struct metro_species {
+    char name[16];
+    double charge;           /* valence, units of e */
+    double diameter;         /* hard-core diameter, length units */
+    long count;              /* particles of this species per replica */
+} metro_species;
+
+/* Facts about the system.  The core fills particles, backend and seed from
+ * [run] and [system]; the potential's create fills chain, species,
+ * cell_radius and bjerrum; the sampler's create sets replicas.  Observables
+ * are created last and see all of it. */
+typedef struct metro_setup {
+    int particles;           /* per replica */
+    int replicas;            /* default 1 */
+    int chain;               /* 1 when particles i, i+1 are bonded */
+    metro_backend backend;
+    uint64_t seed;
+    int species;             /* 0 when the potential has none */
+    metro_species species_table[METRO_MAX_SPECIES];
+    double cell_radius;      /* spherical confinement; 0 = open space */
+    double bjerrum;          /* Bjerrum length (Coulomb potentials), else 0 */
+} metro_setup;
+
+/* The live state, owned by the core.  Replica r's particles are
+ * pos[r * particles ... (r+1) * particles - 1].  Temperatures belong to
+ * slots: slot t runs at beta[t] and currently holds replica slot_replica[t]
+ * (parallel tempering permutes this instead of moving coordinates). */
+typedef struct metro_state {
+    metro_backend backend;
+    int particles;
+    int replicas;
+    int chain;
+    metro_float4 *pos;       /* host copy */
+    metro_float4 *d_pos;     /* device copy (CUDA backend), NULL on CPU */
+    double *energy;          /* host: total energy of each replica */
+    double *d_energy;        /* device copy (CUDA backend) */
+    double *beta;            /* host: inverse temperature of each slot */
+    int *slot_replica;       /* host: replica in each slot */
+    long long *accepted;     /* host: accepted local moves of each replica */
+    long long *attempted;    /* host: attempted local moves of each replica */
+    long long sweep;         /* sweeps done so far, equilibration included */
+    int measuring;           /* 0 during equilibration, 1 after */
+    /* Samplers keep each replica's running energy in energy / d_energy
+     * (the core recomputes it from scratch now and then, checks the drift
+     * and writes the fresh value into both).
+     * The core keeps host and device copies in step: before an observable
+     * or a check reads pos/energy/slot_replica on the host it calls the
+     * sampler's sync(CUDA->host). */
+} metro_state;
+
+/* ---- kind-specific host tables ------------------------------------------ */
+
+/* Potentials.  The device side implements, in its LTO-IR, the fixed device
+ * ABI of metro/device.h (pair, bond and external energies).  The host side
+ * provides whole loops, so the pair function inlines on the CPU too. */
+typedef struct metro_potential_api {
+    uint32_t version;
+    int (*create)(const metro_host_api *host, metro_ctx *ctx,
+                  const metro_params *params, metro_setup *setup, void **self);
+    void (*destroy)(void *self);
+    /* The parameter block its device functions read (copied verbatim into
+     * the module's metro_potential_params, at most METRO_PARAMS_MAX bytes). */
+    const void *(*device_params)(void *self, size_t *size);
+    /* Fill pos[0..n-1] with an allowed starting configuration. */
+    int (*initial)(void *self, metro_ctx *ctx, metro_float4 *pos, int n);
+    /* Energy change of moving particle i of pos[0..n-1] to trial, against
+     * every other particle plus bonds and external terms; +INFINITY for a
+     * forbidden trial.  Summed in double. */
+    double (*delta)(void *self, const metro_float4 *pos, int n, int i, metro_float4 trial);
+    /* Total energy of pos[0..n-1], summed in double. */
+    double (*total)(void *self, const metro_float4 *pos, int n);
+} metro_potential_api;
+
+/* Samplers own the Markov chain. */
+typedef struct metro_sampler_api {
+    uint32_t version;
+    /* May set setup->replicas and must fill state->beta after start. */
+    int (*create)(const metro_host_api *host, metro_ctx *ctx,
+                  const metro_params *params, metro_setup *setup, void **self);
+    void (*destroy)(void *self);
+    /* Positions and energies are initialised (host, and device on CUDA);
+     * pot is the potential's table and instance for CPU loops.  Fill beta
+     * and slot_replica. */
+    int (*start)(void *self, metro_state *st, const metro_potential_api *pot, void *pot_self);
+    /* Advance the chain by `sweeps` sweeps. On CUDA this may return before
+     * the device finishes; sync() is the barrier. */
+    int (*advance)(void *self, metro_state *st, long sweeps);
+    /* Bring the host copies of pos, energy and slot_replica up to date. */
+    int (*sync)(void *self, metro_state *st);
+    /* Write acceptance statistics etc. into the run directory and log. */
+    int (*finish)(void *self, metro_state *st);
+    /* Exact restart: append state with host->save_bytes; read it back. */
+    int (*save)(void *self);
+    int (*restore)(void *self, const void *data, size_t size);
+} metro_sampler_api;
+
+/* Observables measure the state every `every` sweeps after equilibration. */
+typedef struct metro_observable_api {
+    uint32_t version;
+    int (*create)(const metro_host_api *host, metro_ctx *ctx,
+                  const metro_params *params, const metro_setup *setup, void **self);
+    void (*destroy)(void *self);
+    /* Host copies are current when this is called. */
+    int (*measure)(void *self, const metro_state *st);
+    /* Write results (CSV with a header row) into the run directory. */
+    int (*finish)(void *self, const metro_state *st);
+    int (*save)(void *self);
+    int (*restore)(void *self, const void *data, size_t size);
+} metro_observable_api;
+
+/* ---- the descriptor ----------------------------------------------------- */
+
+typedef struct metro_plugin {
+    uint32_t abi_version;            /* METRO_ABI_VERSION */
+    metro_kind kind;
+    const char *name;                /* must equal the file's stem */
+    const char *version;             /* "1.0.0" */
+    const char *summary;             /* one line */
+    const metro_param_decl *params;  /* ends with METRO_PARAM_END */
+    const void *api;                 /* metro_{potential,sampler,observable}_api */
+    const unsigned char *device_ir;  /* fatbin holding LTO-IR, or NULL */
+    size_t device_ir_size;
+} metro_plugin;
+
+#define METRO_PLUGIN_ENTRY "metro_plugin_entry"
+typedef const metro_plugin *(*metro_plugin_entry_fn)(void);
+
+#if defined(__GNUC__)
+#define METRO_EXPORT __attribute__((visibility("default")))
+#else
+#define METRO_EXPORT
+#endif
+
+/* Device IR embedded by the build (plugins/MetroPlugin.cmake); weak so a
+ * plugin without device code links too. */
+extern const unsigned char metro_device_ir[] __attribute__((weak));
+extern const size_t metro_device_ir_size __attribute__((weak));
+
+/* METRO_PLUGIN(kind, name, version, summary, params, api): defines the
+ * entry symbol.  The api argument is type-checked against the kind's table
+ * at compile time (the Linux module_init trick). */
+#define METRO__API_TYPE_1 metro_potential_api
+#define METRO__API_TYPE_2 metro_sampler_api
+#define METRO__API_TYPE_3 metro_observable_api
+#define METRO__CAT(a, b) a##b
+#define METRO__API_TYPE(k) METRO__CAT(METRO__API_TYPE_, k)
+#define METRO__KIND_potential 1
+#define METRO__KIND_sampler 2
+#define METRO__KIND_observable 3
+
+#define METRO_PLUGIN(kind, name_, version_, summary_, params_, api_)                   \
+    static const METRO__API_TYPE(METRO__KIND_##kind) *metro__api_check(void)         \
+    {                                                                                \
+        return &(api_);                                                              \
+    }                                                                                \
+    METRO_EXPORT const metro_plugin *metro_plugin_entry(void)                        \
+    {                                                                                \
+        static metro_plugin d;                                                       \
+        d.abi_version = METRO_ABI_VERSION;                                           \
+        d.kind = (metro_kind)METRO__KIND_##kind;                                     \
+        d.name = (name_);                                                            \
+        d.version = (version_);                                                      \
+        d.summary = (summary_);                                                      \
+        d.params = (params_);                                                        \
+        d.api = metro__api_check();                                                  \
+        d.device_ir = &metro_device_ir ? metro_device_ir : NULL;                    \
+        d.device_ir_size = &metro_device_ir_size ? metro_device_ir_size : 0;         \
+        return &d;                                                                   \
+    }
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,152 @@
+/* core/src/cli.c — the `metro` program: run, list, describe. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "loader.h"
+#include "metro/metro.h"
+#include "util.h"
+
+static const char usage[] =
+    "usage: metro run CONFIG [--set SECTION.KEY=VALUE]... [--device auto|cpu|cuda]\n"
+    "                        [--output DIR] [--overwrite] [--quiet]\n"
+    "       metro list                 one line per plugin: kind, name, version, summary\n"
+    "       metro describe PLUGIN      a plugin's parameters: defaults, ranges, units, docs\n"
+    "       metro --help | --version\n"
+    "\n"
+    "Plugins are searched in $METRO_PLUGIN_PATH, then beside libmetro, then the install prefix.\n"
+    "Exit status: 0 success, 1 failure at run time, 2 bad usage or bad config.\n";
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "metro: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", usage);
+    return METRO_EUSAGE;
+}
+
+static void print_errors(const metro_error *err)
+{
+    const char *m = err->msg;
+    while (*m) {
+        const char *nl = strchr(m, '\n');
+        int len = nl ? (int)(nl - m) : (int)strlen(m);
+        fprintf(stderr, "metro: %.*s\n", len, m);
+        m += len + (nl != NULL);
+    }
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    metro_options opt = {0};
+    const char **sets = calloc((size_t)argc, sizeof *sets);
+    for (int i = 0; i < argc; ++i) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--set") || !strcmp(a, "--device") || !strcmp(a, "--output")) {
+            if (i + 1 >= argc) { free(sets); return bad_usage("%s needs a value", a); }
+            const char *v = argv[++i];
+            if (!strcmp(a, "--set")) sets[opt.nsets++] = v;
+            else if (!strcmp(a, "--device")) opt.device = v;
+            else opt.output = v;
+        } else if (!strncmp(a, "--set=", 6)) {
+            sets[opt.nsets++] = a + 6;
+        } else if (!strncmp(a, "--device=", 9)) {
+            opt.device = a + 9;
+        } else if (!strncmp(a, "--output=", 9)) {
+            opt.output = a + 9;
+        } else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
+            opt.quiet = 1;
+        } else if (!strcmp(a, "--overwrite")) {
+            opt.overwrite = 1;
+        } else if (a[0] == '-' && a[1]) {
+            free(sets);
+            return bad_usage("unknown option %s", a);
+        } else if (!opt.config_path) {
+            opt.config_path = a;
+        } else {
+            free(sets);
+            return bad_usage("one CONFIG only (also got %s)", a);
+        }
+    }
+    if (!opt.config_path) { free(sets); return bad_usage("%s", "run needs a CONFIG file"); }
+    if (opt.output && !*opt.output) { free(sets); return bad_usage("%s", "--output needs a directory"); }
+    opt.sets = sets;
+    metro_error err = {0};
+    metro_sim *sim = NULL;
+    int rc = metro_sim_create(&opt, &sim, &err);
+    if (rc == METRO_OK) {
+        fprintf(stderr, "metro: backend %s: %s\n",
+                metro_sim_backend(sim) == METRO_BACKEND_CUDA ? "cuda" : "cpu", metro_sim_device_name(sim));
+        rc = metro_sim_run(sim, &err);
+    }
+    if (rc) print_errors(&err);
+    metro_sim_destroy(sim);
+    free(sets);
+    return rc;
+}
+
+static void list_one(const metro__plugin *p, void *user)
+{
+    (void)user;
+    printf("%-11s %-20s %-8s %s\n", metro__kind_name(p->d->kind), p->d->name, p->d->version, p->d->summary);
+}
+
+static int cmd_list(void)
+{
+    metro_error err = {0};
+    int n = metro__plugin_each(list_one, NULL, &err);
+    if (err.msg[0]) print_errors(&err);
+    if (!n) {
+        fprintf(stderr, "metro: no plugins found in:");
+        for (const char *const *d = metro__plugin_dirs(); *d; ++d) fprintf(stderr, " %s", *d);
+        fprintf(stderr, "\n");
+        return METRO_ERUN;
+    }
+    return METRO_OK;
+}
+
+static int cmd_describe(const char *name)
+{
+    metro_error err = {0};
+    const metro__plugin *p;
+    if (metro__plugin_find(name, 0, &p, &err)) {
+        if (err.msg[0]) print_errors(&err);
+        else fprintf(stderr, "metro: no plugin '%s' found (metro list shows them)\n", name);
+        return METRO_EUSAGE;
+    }
+    const metro_plugin *d = p->d;
+    printf("%s %s %s: %s\n  file: %s\n  device code: %zu bytes of LTO-IR\n\n", metro__kind_name(d->kind),
+           d->name, d->version, d->summary, p->path, d->device_ir_size);
+    printf("[%s]\nplugin = %s\n", d->kind == METRO_KIND_OBSERVABLE ? "observable NAME" : metro__kind_name(d->kind),
+           d->name);
+    if (d->kind == METRO_KIND_OBSERVABLE) printf("every = 1        ; measure every this many sweeps (integer >= 1)\n");
+    char allowed[1024];
+    for (int i = 0; d->params && d->params[i].name; ++i) {
+        const metro_param_decl *q = &d->params[i];
+        metro__decl_allowed(q, allowed, sizeof allowed);
+        printf("\n; %s\n; %s; %s\n%s = %s\n", q->doc, allowed, q->default_value ? "optional" : "REQUIRED",
+               q->name, q->default_value ? q->default_value : "");
+    }
+    return METRO_OK;
+}
+
+int metro_main(int argc, char **argv)
+{
+    if (argc < 2) { fputs(usage, stderr); return METRO_EUSAGE; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        fputs(usage, stdout);
+        return METRO_OK;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("metro %s (plugin ABI %u)\n", METRO_VERSION_STRING, METRO_ABI_VERSION);
+        return METRO_OK;
+    }
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "list")) return argc == 2 ? cmd_list() : bad_usage("%s", "list takes no arguments");
+    if (!strcmp(cmd, "describe"))
+        return argc == 3 ? cmd_describe(argv[2]) : bad_usage("%s", "describe needs one PLUGIN name");
+    return bad_usage("unknown command '%s'", cmd);
+}

@@ -1,0 +1,480 @@
+/* core/src/config.c — the INI file (see config.h). */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* ---- reading ------------------------------------------------------------ */
+
+/* inih as Debian builds it has no line numbers in its handler, so the
+ * reader counts lines: the handler runs right after the line it reports is
+ * read, so the count is that line's number. */
+typedef struct reader {
+    const char *p;
+    int line;
+    metro__config *c;
+    metro_error *err;
+    int status;
+} reader;
+
+static char *read_line(char *str, int num, void *stream)
+{
+    reader *r = stream;
+    if (!*r->p) return NULL;
+    int i = 0;
+    while (*r->p && i < num - 1) {
+        char ch = *r->p++;
+        str[i++] = ch;
+        if (ch == '\n') break;
+    }
+    str[i] = 0;
+    r->line++;
+    return str;
+}
+
+static char *norm_section(const char *s)
+{
+    /* "observable   energy" -> "observable energy" */
+    char *d = metro__xmalloc(strlen(s) + 1), *o = d;
+    int space = 0;
+    for (; *s; ++s) {
+        if (isspace((unsigned char)*s)) { space = 1; continue; }
+        if (space && o != d) *o++ = ' ';
+        space = 0;
+        *o++ = *s;
+    }
+    *o = 0;
+    return d;
+}
+
+static void add_section(metro__config *c, const char *section, int line)
+{
+    for (int i = 0; i < c->nsections; ++i)
+        if (!strcmp(c->sections[i], section)) return;
+    c->sections = metro__xrealloc(c->sections, sizeof(char *) * (c->nsections + 1));
+    c->section_line = metro__xrealloc(c->section_line, sizeof(int) * (c->nsections + 1));
+    c->sections[c->nsections] = metro__strdup(section);
+    c->section_line[c->nsections++] = line;
+}
+
+static int put(metro__config *c, const char *section, const char *key, const char *value,
+               const char *file, int line, int replace, metro_error *err)
+{
+    metro__entry *old = metro__config_find(c, section, key);
+    if (old && !replace)
+        return metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] %s: given twice (first at line %d)",
+                           file, line, section, key, old->line);
+    if (old) {
+        free(old->value);
+        old->value = metro__strdup(value);
+        old->file = file;
+        old->line = line;
+        return METRO_OK;
+    }
+    if (c->n == c->cap) c->e = metro__xrealloc(c->e, sizeof *c->e * (c->cap = c->cap ? 2 * c->cap : 32));
+    metro__entry *e = &c->e[c->n++];
+    e->section = metro__strdup(section);
+    e->key = metro__strdup(key);
+    e->value = metro__strdup(value);
+    e->file = file;
+    e->line = line;
+    e->used = 0;
+    add_section(c, section, line);
+    return METRO_OK;
+}
+
+static int on_entry(void *user, const char *section, const char *name, const char *value)
+{
+    reader *r = user;
+    char *sec = norm_section(section);
+    if (!*sec) {
+        r->status = metro__fail(r->err, METRO_EUSAGE,
+                                "%s:%d: %s: key outside any section (start with [run])",
+                                r->c->path, r->line, name);
+    } else if (put(r->c, sec, name, value, r->c->path, r->line, 0, r->err)) {
+        r->status = METRO_EUSAGE;
+    }
+    free(sec);
+    return 1; /* keep going: report every error */
+}
+
+int metro__config_parse(const char *path, const char *text, metro__config **out, metro_error *err)
+{
+    metro__config *c = metro__xcalloc(1, sizeof *c);
+    c->path = metro__strdup(path);
+    *out = c;
+    reader r = {text, 0, c, err, METRO_OK};
+    int rc = ini_parse_stream(read_line, &r, on_entry, &r);
+    if (rc > 0)
+        return metro__fail(err, METRO_EUSAGE,
+                           "%s:%d: syntax error (expected '[section]', 'key = value' or a ; comment)",
+                           path, rc);
+    if (rc < 0) return metro__fail(err, METRO_ERUN, "%s: cannot be parsed (out of memory)", path);
+    return r.status;
+}
+
+int metro__config_set(metro__config *c, const char *assignment, int index, metro_error *err)
+{
+    const char *eq = strchr(assignment, '=');
+    const char *dot = NULL;
+    for (const char *s = assignment; eq && s < eq; ++s)
+        if (*s == '.') dot = s;
+    if (!eq || !dot || dot == assignment || dot + 1 == eq)
+        return metro__fail(err, METRO_EUSAGE,
+                           "--set %s: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)",
+                           assignment);
+    char *sec = strndup(assignment, (size_t)(dot - assignment));
+    char *key = strndup(dot + 1, (size_t)(eq - dot - 1));
+    char *nsec = norm_section(sec);
+    /* trim blanks around the key and value */
+    char *k = key;
+    while (isspace((unsigned char)*k)) ++k;
+    for (char *e = k + strlen(k); e > k && isspace((unsigned char)e[-1]);) *--e = 0;
+    const char *v = eq + 1;
+    while (isspace((unsigned char)*v)) ++v;
+    int rc = put(c, nsec, k, v, "--set", index, 1, err);
+    free(sec);
+    free(key);
+    free(nsec);
+    return rc;
+}
+
+metro__entry *metro__config_find(metro__config *c, const char *section, const char *key)
+{
+    for (int i = 0; i < c->n; ++i)
+        if (!strcmp(c->e[i].section, section) && !strcmp(c->e[i].key, key)) return &c->e[i];
+    return NULL;
+}
+
+int metro__config_section_line(const metro__config *c, const char *section)
+{
+    for (int i = 0; i < c->nsections; ++i)
+        if (!strcmp(c->sections[i], section)) return c->section_line[i];
+    return 0;
+}
+
+void metro__config_free(metro__config *c)
+{
+    if (!c) return;
+    for (int i = 0; i < c->n; ++i) {
+        free(c->e[i].section);
+        free(c->e[i].key);
+        free(c->e[i].value);
+    }
+    for (int i = 0; i < c->nsections; ++i) free(c->sections[i]);
+    free(c->sections);
+    free(c->section_line);
+    free(c->e);
+    free(c->path);
+    free(c);
+}
+
+/* ---- validation --------------------------------------------------------- */
+
+static const char *type_name(metro_param_type t)
+{
+    switch (t) {
+    case METRO_PARAM_INT: return "integer";
+    case METRO_PARAM_REAL: return "real";
+    case METRO_PARAM_BOOL: return "boolean";
+    case METRO_PARAM_CHOICE: return "one of";
+    case METRO_PARAM_STRING: return "text";
+    case METRO_PARAM_REAL_LIST: return "list of reals";
+    }
+    return "?";
+}
+
+void metro__decl_allowed(const metro_param_decl *d, char *buf, size_t n)
+{
+    const char *unit = d->unit && *d->unit ? d->unit : NULL;
+    switch (d->type) {
+    case METRO_PARAM_INT:
+        snprintf(buf, n, "integer in [%.0f, %.0f]", d->min, d->max);
+        break;
+    case METRO_PARAM_REAL:
+    case METRO_PARAM_REAL_LIST:
+        snprintf(buf, n, "%s in [%g, %g]%s%s", type_name(d->type), d->min, d->max, unit ? " " : "",
+                 unit ? unit : "");
+        return;
+    case METRO_PARAM_BOOL:
+        snprintf(buf, n, "true or false");
+        break;
+    case METRO_PARAM_CHOICE:
+        snprintf(buf, n, "one of %s", d->choices);
+        break;
+    case METRO_PARAM_STRING:
+        snprintf(buf, n, "text");
+        break;
+    }
+    if (unit) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, " %s", unit);
+    }
+}
+
+static int parse_real(const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    while (isspace((unsigned char)*end)) ++end;
+    if (end == s || *end || errno == ERANGE || !isfinite(v)) return -1;
+    *out = v;
+    return 0;
+}
+
+static int choice_ok(const char *choices, const char *v)
+{
+    size_t lv = strlen(v);
+    for (const char *p = choices; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t l = bar ? (size_t)(bar - p) : strlen(p);
+        if (l == lv && !strncmp(p, v, l)) return 1;
+        if (!bar) break;
+        p = bar + 1;
+    }
+    return 0;
+}
+
+/* Parse text into v per d; on error write "what is wrong" into why. */
+static int parse_value(const metro_param_decl *d, const char *text, struct metro__value *v,
+                       char *why, size_t n)
+{
+    switch (d->type) {
+    case METRO_PARAM_INT: {
+        char *end;
+        errno = 0;
+        long long x = strtoll(text, &end, 10);
+        while (isspace((unsigned char)*end)) ++end;
+        if (end == text || *end || errno == ERANGE) {
+            snprintf(why, n, "'%s' is not an integer", text);
+            return -1;
+        }
+        if ((double)x < d->min || (double)x > d->max) {
+            snprintf(why, n, "%lld is out of range", x);
+            return -1;
+        }
+        v->i = (long)x;
+        v->r = (double)x;
+        return 0;
+    }
+    case METRO_PARAM_REAL:
+        if (parse_real(text, &v->r)) {
+            snprintf(why, n, "'%s' is not a number", text);
+            return -1;
+        }
+        if (v->r < d->min || v->r > d->max) {
+            snprintf(why, n, "%g is out of range", v->r);
+            return -1;
+        }
+        return 0;
+    case METRO_PARAM_BOOL: {
+        static const char *yes[] = {"true", "yes", "on", "1"}, *no[] = {"false", "no", "off", "0"};
+        for (int i = 0; i < 4; ++i) {
+            if (!strcasecmp(text, yes[i])) { v->b = 1; return 0; }
+            if (!strcasecmp(text, no[i])) { v->b = 0; return 0; }
+        }
+        snprintf(why, n, "'%s' is not a boolean", text);
+        return -1;
+    }
+    case METRO_PARAM_CHOICE:
+        if (!choice_ok(d->choices, text)) {
+            snprintf(why, n, "'%s' is not allowed", text);
+            return -1;
+        }
+        return 0;
+    case METRO_PARAM_STRING:
+        return 0;
+    case METRO_PARAM_REAL_LIST: {
+        char *copy = metro__strdup(text), *save = NULL;
+        v->nlist = 0;
+        v->list = NULL;
+        for (char *tok = strtok_r(copy, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+            double x;
+            if (parse_real(tok, &x)) {
+                snprintf(why, n, "'%s' in the list is not a number", tok);
+                free(copy);
+                return -1;
+            }
+            if (x < d->min || x > d->max) {
+                snprintf(why, n, "%g in the list is out of range", x);
+                free(copy);
+                return -1;
+            }
+            v->list = metro__xrealloc(v->list, sizeof(double) * (v->nlist + 1));
+            v->list[v->nlist++] = x;
+        }
+        free(copy);
+        if (!v->nlist) {
+            snprintf(why, n, "the list is empty");
+            return -1;
+        }
+        return 0;
+    }
+    }
+    snprintf(why, n, "bad declaration");
+    return -1;
+}
+
+static int count_decls(const metro_param_decl *d)
+{
+    int n = 0;
+    while (d && d[n].name) ++n;
+    return n;
+}
+
+static void suggest(const metro_param_decl *decls, const char *const *extra, const char *key,
+                    char *buf, size_t n)
+{
+    const char *best = NULL;
+    int bd = 3;
+    for (int i = 0; decls && decls[i].name; ++i) {
+        int dd = metro__edit_distance(key, decls[i].name);
+        if (dd < bd) { bd = dd; best = decls[i].name; }
+    }
+    for (int i = 0; extra && extra[i]; ++i) {
+        int dd = metro__edit_distance(key, extra[i]);
+        if (dd < bd) { bd = dd; best = extra[i]; }
+    }
+    size_t l = 0;
+    buf[0] = 0;
+    if (best) l += (size_t)snprintf(buf, n, "did you mean '%s'? ", best);
+    l += (size_t)snprintf(buf + l, n - l, "allowed: ");
+    int first = 1;
+    for (int i = 0; extra && extra[i] && l < n; ++i, first = 0)
+        l += (size_t)snprintf(buf + l, n - l, "%s%s", first ? "" : ", ", extra[i]);
+    for (int i = 0; decls && decls[i].name && l < n; ++i, first = 0)
+        l += (size_t)snprintf(buf + l, n - l, "%s%s", first ? "" : ", ", decls[i].name);
+}
+
+int metro__params_build(metro__config *c, const char *section, const metro_param_decl *decls,
+                        const char *const *extra, metro_params **out, metro_error *err)
+{
+    int status = METRO_OK;
+    metro_params *p = metro__xcalloc(1, sizeof *p);
+    p->section = metro__strdup(section);
+    p->decls = decls;
+    p->n = count_decls(decls);
+    p->v = metro__xcalloc((size_t)p->n + 1, sizeof *p->v);
+    char why[256], allowed[1024];
+
+    /* unknown keys */
+    for (int i = 0; i < c->n; ++i) {
+        metro__entry *e = &c->e[i];
+        if (strcmp(e->section, section)) continue;
+        int known = 0;
+        for (int j = 0; extra && extra[j]; ++j) known |= !strcmp(extra[j], e->key);
+        for (int j = 0; j < p->n; ++j) known |= !strcmp(decls[j].name, e->key);
+        if (!known) {
+            suggest(decls, extra, e->key, allowed, sizeof allowed);
+            status = metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] %s: unknown key (%s)", e->file,
+                                 e->line, section, e->key, allowed);
+        }
+        e->used = 1;
+    }
+    /* declared parameters: given or default */
+    for (int j = 0; j < p->n; ++j) {
+        const metro_param_decl *d = &decls[j];
+        metro__entry *e = metro__config_find(c, section, d->name);
+        metro__decl_allowed(d, allowed, sizeof allowed);
+        const char *text = e ? e->value : d->default_value;
+        if (!text) {
+            int line = metro__config_section_line(c, section);
+            char where[64] = "";
+            if (line) snprintf(where, sizeof where, ":%d", line);
+            status = metro__fail(err, METRO_EUSAGE, "%s%s: [%s] %s: required but not given (%s: %s)",
+                                 c->path, where, section, d->name, allowed, d->doc ? d->doc : "");
+            continue;
+        }
+        p->v[j].text = metro__strdup(text);
+        p->v[j].given = e != NULL;
+        if (parse_value(d, text, &p->v[j], why, sizeof why)) {
+            if (e)
+                status = metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] %s: %s (%s)", e->file, e->line,
+                                     section, d->name, why, allowed);
+            else
+                status = metro__fail(err, METRO_EUSAGE,
+                                     "%s: [%s] %s: default '%s' is invalid: %s (plugin bug)",
+                                     c->path, section, d->name, text, why);
+        }
+    }
+    if (status) {
+        metro__params_free(p);
+        p = NULL;
+    }
+    *out = p;
+    return status;
+}
+
+void metro__params_free(metro_params *p)
+{
+    if (!p) return;
+    for (int j = 0; j < p->n; ++j) {
+        free(p->v[j].text);
+        free(p->v[j].list);
+    }
+    free(p->v);
+    free(p->section);
+    free(p);
+}
+
+void metro__params_write(FILE *f, const metro_params *p)
+{
+    char allowed[1024];
+    for (int j = 0; j < p->n; ++j) {
+        const metro_param_decl *d = &p->decls[j];
+        metro__decl_allowed(d, allowed, sizeof allowed);
+        fprintf(f, "; %s (%s)%s\n", d->doc ? d->doc : "", allowed, p->v[j].given ? "" : " [default]");
+        fprintf(f, "%s = %s\n", d->name, p->v[j].text);
+    }
+}
+
+/* ---- getters ------------------------------------------------------------ */
+
+static const struct metro__value *get(const metro_params *p, const char *name,
+                                      metro_param_type type)
+{
+    for (int j = 0; j < p->n; ++j)
+        if (!strcmp(p->decls[j].name, name)) {
+            if (p->decls[j].type != type &&
+                !(type == METRO_PARAM_STRING && p->decls[j].type == METRO_PARAM_CHOICE)) {
+                fprintf(stderr, "metro: plugin bug: [%s] %s read as the wrong type\n", p->section,
+                        name);
+                abort();
+            }
+            return &p->v[j];
+        }
+    fprintf(stderr, "metro: plugin bug: [%s] reads undeclared parameter '%s'\n", p->section, name);
+    abort();
+}
+
+long metro__param_int(const metro_params *p, const char *name)
+{
+    return get(p, name, METRO_PARAM_INT)->i;
+}
+double metro__param_real(const metro_params *p, const char *name)
+{
+    return get(p, name, METRO_PARAM_REAL)->r;
+}
+int metro__param_bool(const metro_params *p, const char *name)
+{
+    return get(p, name, METRO_PARAM_BOOL)->b;
+}
+const char *metro__param_string(const metro_params *p, const char *name)
+{
+    return get(p, name, METRO_PARAM_STRING)->text;
+}
+const double *metro__param_list(const metro_params *p, const char *name, int *n)
+{
+    const struct metro__value *v = get(p, name, METRO_PARAM_REAL_LIST);
+    if (n) *n = v->nlist;
+    return v->list;
+}

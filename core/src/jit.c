@@ -1,0 +1,160 @@
+/* core/src/jit.c — nvJitLink linking and the cubin cache (jit.h). */
+#define _GNU_SOURCE
+#include "jit.h"
+
+#include <errno.h>
+#include <nvJitLink.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* Link options: the architecture, LTO, and flush-to-zero (r² is never
+ * denormal in metro's potentials, and ftz makes rsqrtf one MUFU op: DESIGN
+ * fact 6).  Part of the cache key. */
+static const char *const link_flags[] = {"-lto", "-O3", "-ftz=true"};
+enum { NFLAGS = sizeof link_flags / sizeof *link_flags };
+
+static int link_log(nvJitLinkHandle h, metro_error *err, const char *what)
+{
+    size_t n = 0;
+    if (nvJitLinkGetErrorLogSize(h, &n) == NVJITLINK_SUCCESS && n > 1) {
+        char *log = metro__xmalloc(n + 1);
+        nvJitLinkGetErrorLog(h, log);
+        log[n] = 0;
+        metro__fail(err, METRO_ERUN, "nvJitLink %s:\n%s", what, log);
+        free(log);
+    } else {
+        metro__fail(err, METRO_ERUN, "nvJitLink %s", what);
+    }
+    return METRO_ERUN;
+}
+
+int metro__jit_link(const metro__ir *irs, int n, const char *arch, void **cubin, size_t *size,
+                    metro_error *err)
+{
+    char archopt[64];
+    snprintf(archopt, sizeof archopt, "-arch=%s", arch);
+    const char *opts[NFLAGS + 1];
+    opts[0] = archopt;
+    for (int i = 0; i < NFLAGS; ++i) opts[i + 1] = link_flags[i];
+    nvJitLinkHandle h;
+    nvJitLinkResult r = nvJitLinkCreate(&h, NFLAGS + 1, opts);
+    if (r != NVJITLINK_SUCCESS)
+        return metro__fail(err, METRO_ERUN, "nvJitLink cannot start for %s (error %d)", arch, (int)r);
+    int rc = METRO_OK;
+    for (int i = 0; i < n && !rc; ++i) {
+        if (!irs[i].data || !irs[i].size) continue;
+        if (nvJitLinkAddData(h, NVJITLINK_INPUT_FATBIN, irs[i].data, irs[i].size, irs[i].name) !=
+            NVJITLINK_SUCCESS) {
+            char what[256];
+            snprintf(what, sizeof what, "refused the device code of '%s'", irs[i].name);
+            rc = link_log(h, err, what);
+        }
+    }
+    if (!rc && nvJitLinkComplete(h) != NVJITLINK_SUCCESS) {
+        char what[512] = "could not link";
+        for (int i = 0; i < n; ++i)
+            if (irs[i].size) {
+                size_t l = strlen(what);
+                snprintf(what + l, sizeof what - l, " %s%s", i ? "+ " : "", irs[i].name);
+            }
+        size_t l = strlen(what);
+        snprintf(what + l, sizeof what - l, " for %s", arch);
+        rc = link_log(h, err, what);
+    }
+    if (!rc) {
+        if (nvJitLinkGetLinkedCubinSize(h, size) != NVJITLINK_SUCCESS) {
+            rc = link_log(h, err, "gave no cubin");
+        } else {
+            *cubin = metro__xmalloc(*size);
+            nvJitLinkGetLinkedCubin(h, *cubin);
+        }
+    }
+    nvJitLinkDestroy(&h);
+    return rc;
+}
+
+const char *metro__jit_cache_dir(void)
+{
+    static char dir[4096];
+    if (dir[0]) return dir;
+    const char *env = getenv("METRO_CACHE_DIR"), *xdg = getenv("XDG_CACHE_HOME"),
+               *home = getenv("HOME");
+    if (env && *env) snprintf(dir, sizeof dir, "%s", env);
+    else if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/metro", xdg);
+    else snprintf(dir, sizeof dir, "%s/.cache/metro", home && *home ? home : "/tmp");
+    return dir;
+}
+
+/* A cache file: this header, then the cubin. */
+typedef struct cache_head {
+    char magic[8];       /* "METROCB1" */
+    uint64_t key;        /* hash of the inputs, again */
+    uint64_t size;       /* cubin bytes */
+    uint64_t check;      /* FNV-1a of the cubin */
+} cache_head;
+
+int metro__jit_cached(const metro__ir *irs, int n, const char *arch, void **cubin, size_t *size,
+                      int *from_cache, metro_error *err)
+{
+    int major = 0, minor = 0;
+    nvJitLinkVersion((unsigned *)&major, (unsigned *)&minor);
+    uint64_t key = metro__fnv(METRO__FNV_INIT, arch, strlen(arch));
+    key = metro__fnv(key, &major, sizeof major);
+    key = metro__fnv(key, &minor, sizeof minor);
+    for (int i = 0; i < NFLAGS; ++i) key = metro__fnv(key, link_flags[i], strlen(link_flags[i]) + 1);
+    for (int i = 0; i < n; ++i) {
+        key = metro__fnv(key, &irs[i].size, sizeof irs[i].size);
+        if (irs[i].size) key = metro__fnv(key, irs[i].data, irs[i].size);
+    }
+    const char *dir = metro__jit_cache_dir();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%016llx-%s.cubin", dir, (unsigned long long)key, arch);
+    *from_cache = 0;
+
+    size_t fsize;
+    char *buf = metro__read_file(path, &fsize);
+    if (buf) {
+        cache_head h;
+        int ok = fsize >= sizeof h;
+        if (ok) {
+            memcpy(&h, buf, sizeof h);
+            ok = !memcmp(h.magic, "METROCB1", 8) && h.key == key && h.size == fsize - sizeof h &&
+                 metro__fnv(METRO__FNV_INIT, buf + sizeof h, h.size) == h.check;
+        }
+        if (ok) {
+            *size = h.size;
+            *cubin = metro__xmalloc(h.size);
+            memcpy(*cubin, buf + sizeof h, h.size);
+            free(buf);
+            *from_cache = 1;
+            return METRO_OK;
+        }
+        free(buf);
+        fprintf(stderr, "metro: warning: damaged cache entry %s: rebuilding it\n", path);
+    }
+    int rc = metro__jit_link(irs, n, arch, cubin, size, err);
+    if (rc) return rc;
+    /* Best effort: a cache that cannot be written only costs time.  Write
+     * a temporary file and rename it, so readers never see half a file. */
+    if (metro__mkdirs(dir) == 0) {
+        char tmp[4300];
+        snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+        FILE *f = fopen(tmp, "wb");
+        if (f) {
+            cache_head h;
+            memcpy(h.magic, "METROCB1", 8);
+            h.key = key;
+            h.size = *size;
+            h.check = metro__fnv(METRO__FNV_INIT, *cubin, *size);
+            int ok = fwrite(&h, sizeof h, 1, f) == 1 && fwrite(*cubin, 1, *size, f) == *size;
+            ok &= fclose(f) == 0;
+            if (ok) rename(tmp, path);
+            else unlink(tmp);
+        }
+    }
+    return METRO_OK;
+}

@@ -1,0 +1,243 @@
+/* core/src/loader.c — finding, opening and checking plugins (loader.h). */
+#define _GNU_SOURCE
+#include "loader.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util.h"
+
+#ifndef METRO_INSTALL_PLUGIN_DIR
+#define METRO_INSTALL_PLUGIN_DIR "/usr/local/lib/metro/plugins"
+#endif
+
+static metro__plugin **registry; /* stable pointers, never freed */
+static int nregistry;
+
+const char *metro__kind_name(metro_kind k)
+{
+    switch (k) {
+    case METRO_KIND_POTENTIAL: return "potential";
+    case METRO_KIND_SAMPLER: return "sampler";
+    case METRO_KIND_OBSERVABLE: return "observable";
+    }
+    return "unknown kind";
+}
+
+const char *const *metro__plugin_dirs(void)
+{
+    static char **dirs;
+    if (dirs) return (const char *const *)dirs;
+    int n = 0, cap = 8;
+    dirs = metro__xcalloc((size_t)cap, sizeof *dirs);
+    const char *env = getenv("METRO_PLUGIN_PATH");
+    if (env && *env) {
+        char *copy = metro__strdup(env), *save = NULL;
+        for (char *t = strtok_r(copy, ":", &save); t; t = strtok_r(NULL, ":", &save)) {
+            if (n + 3 >= cap) dirs = metro__xrealloc(dirs, sizeof *dirs * (size_t)(cap *= 2));
+            dirs[n++] = metro__strdup(t);
+        }
+        free(copy);
+    }
+    Dl_info info;
+    if (dladdr((void *)metro__plugin_dirs, &info) && info.dli_fname) {
+        char *lib = realpath(info.dli_fname, NULL);
+        if (lib) {
+            char *slash = strrchr(lib, '/');
+            if (slash) *slash = 0;
+            size_t l = strlen(lib) + 32;
+            char *d = metro__xmalloc(l);
+            snprintf(d, l, "%s/metro/plugins", lib);
+            dirs[n++] = d;
+            free(lib);
+        }
+    }
+    if (!n || strcmp(dirs[n - 1], METRO_INSTALL_PLUGIN_DIR)) dirs[n++] = metro__strdup(METRO_INSTALL_PLUGIN_DIR);
+    dirs[n] = NULL;
+    return (const char *const *)dirs;
+}
+
+static int check_api(const metro_plugin *d, const char *path, metro_error *err)
+{
+    const char *missing = NULL;
+#define NEED(f) if (!missing && !a->f) missing = #f
+    switch (d->kind) {
+    case METRO_KIND_POTENTIAL: {
+        const metro_potential_api *a = d->api;
+        NEED(create); NEED(destroy); NEED(device_params); NEED(initial); NEED(delta); NEED(total);
+        break;
+    }
+    case METRO_KIND_SAMPLER: {
+        const metro_sampler_api *a = d->api;
+        NEED(create); NEED(destroy); NEED(start); NEED(advance); NEED(sync); NEED(finish);
+        NEED(save); NEED(restore);
+        break;
+    }
+    case METRO_KIND_OBSERVABLE: {
+        const metro_observable_api *a = d->api;
+        NEED(create); NEED(destroy); NEED(measure); NEED(finish); NEED(save); NEED(restore);
+        break;
+    }
+    }
+#undef NEED
+    if (missing)
+        return metro__fail(err, METRO_EUSAGE, "%s: %s plugin '%s' lacks the required function %s()",
+                           path, metro__kind_name(d->kind), d->name, missing);
+    return METRO_OK;
+}
+
+int metro__plugin_open(const char *path, const metro__plugin **out, metro_error *err)
+{
+    char *real = realpath(path, NULL);
+    if (!real) return metro__fail(err, METRO_EUSAGE, "%s: no such plugin file", path);
+    for (int i = 0; i < nregistry; ++i)
+        if (!strcmp(registry[i]->path, real)) {
+            free(real);
+            *out = registry[i];
+            return METRO_OK;
+        }
+    void *dl = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    if (!dl) {
+        metro__fail(err, METRO_EUSAGE, "%s: cannot be opened: %s", path, dlerror());
+        free(real);
+        return METRO_EUSAGE;
+    }
+    int rc = METRO_OK;
+    metro_plugin_entry_fn entry = (metro_plugin_entry_fn)dlsym(dl, METRO_PLUGIN_ENTRY);
+    const metro_plugin *d = entry ? entry() : NULL;
+    /* the stem: "dir/lj_fene.so" -> "lj_fene" */
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t stem = strlen(base);
+    if (stem > 3 && !strcmp(base + stem - 3, ".so")) stem -= 3;
+
+    if (!entry)
+        rc = metro__fail(err, METRO_EUSAGE, "%s: not a metro plugin (no symbol %s)", path,
+                         METRO_PLUGIN_ENTRY);
+    else if (!d)
+        rc = metro__fail(err, METRO_EUSAGE, "%s: %s() returned no descriptor", path,
+                         METRO_PLUGIN_ENTRY);
+    else if (d->abi_version != METRO_ABI_VERSION)
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: built for plugin ABI version %u, this metro speaks version %u (rebuild the plugin)",
+                         path, d->abi_version, METRO_ABI_VERSION);
+    else if (d->kind != METRO_KIND_POTENTIAL && d->kind != METRO_KIND_SAMPLER &&
+             d->kind != METRO_KIND_OBSERVABLE)
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: unknown plugin kind %d (allowed: potential, sampler, observable)", path,
+                         (int)d->kind);
+    else if (!d->name || !d->version || !d->summary || !d->api)
+        rc = metro__fail(err, METRO_EUSAGE, "%s: descriptor lacks %s", path,
+                         !d->name ? "a name" : !d->version ? "a version" : !d->summary ? "a summary" : "its function table");
+    else if (strlen(d->name) != stem || strncmp(d->name, base, stem))
+        rc = metro__fail(err, METRO_EUSAGE, "%s: calls itself '%s'; a plugin's name must match its file (%.*s.so)",
+                         path, d->name, (int)stem, base);
+    else if (((const uint32_t *)d->api)[0] < 1 || ((const uint32_t *)d->api)[0] > METRO_ABI_VERSION)
+        rc = metro__fail(err, METRO_EUSAGE, "%s: function table version %u not understood (1..%u)", path,
+                         ((const uint32_t *)d->api)[0], METRO_ABI_VERSION);
+    else
+        rc = check_api(d, path, err);
+    for (int i = 0; !rc && d->params && d->params[i].name; ++i)
+        if (!d->params[i].type || !d->params[i].doc ||
+            (d->params[i].type == METRO_PARAM_CHOICE && !d->params[i].choices))
+            rc = metro__fail(err, METRO_EUSAGE, "%s: parameter '%s' is declared without %s", path,
+                             d->params[i].name, !d->params[i].type ? "a type" : !d->params[i].doc ? "a doc line" : "its choices");
+    for (int i = 0; !rc && i < nregistry; ++i)
+        if (!strcmp(registry[i]->d->name, d->name))
+            rc = metro__fail(err, METRO_EUSAGE, "%s: duplicate plugin name '%s' (already loaded from %s)",
+                             path, d->name, registry[i]->path);
+    if (rc) {
+        dlclose(dl);
+        free(real);
+        return rc;
+    }
+    metro__plugin *p = metro__xmalloc(sizeof *p);
+    p->d = d;
+    p->path = real;
+    p->dl = dl;
+    registry = metro__xrealloc(registry, sizeof *registry * (size_t)(nregistry + 1));
+    registry[nregistry++] = p;
+    *out = p;
+    return METRO_OK;
+}
+
+int metro__plugin_find(const char *name, metro_kind kind, const metro__plugin **out,
+                       metro_error *err)
+{
+    *out = NULL;
+    for (const char *const *d = metro__plugin_dirs(); *d; ++d) {
+        size_t l = strlen(*d) + strlen(name) + 8;
+        char *path = metro__xmalloc(l);
+        snprintf(path, l, "%s/%s.so", *d, name);
+        struct stat sb;
+        if (stat(path, &sb) == 0) {
+            int rc = metro__plugin_open(path, out, err);
+            free(path);
+            if (rc) return rc;
+            if (kind && (*out)->d->kind != kind) {
+                rc = metro__fail(err, METRO_EUSAGE, "'%s' is a %s, not a %s", name,
+                                 metro__kind_name((*out)->d->kind), metro__kind_name(kind));
+                *out = NULL;
+                return rc;
+            }
+            return METRO_OK;
+        }
+        free(path);
+    }
+    return METRO_EUSAGE; /* caller words the message: it knows the section */
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int metro__plugin_each(void (*fn)(const metro__plugin *p, void *user), void *user,
+                       metro_error *err)
+{
+    int found = 0;
+    char **seen = NULL;
+    int nseen = 0;
+    for (const char *const *d = metro__plugin_dirs(); *d; ++d) {
+        DIR *dir = opendir(*d);
+        if (!dir) continue;
+        char **names = NULL;
+        int nn = 0;
+        for (struct dirent *e; (e = readdir(dir));) {
+            size_t l = strlen(e->d_name);
+            if (l < 4 || strcmp(e->d_name + l - 3, ".so")) continue;
+            names = metro__xrealloc(names, sizeof *names * (size_t)(nn + 1));
+            names[nn++] = metro__strdup(e->d_name);
+        }
+        closedir(dir);
+        qsort(names, (size_t)nn, sizeof *names, cmp_str);
+        for (int i = 0; i < nn; ++i) {
+            int dup = 0;
+            for (int j = 0; j < nseen; ++j) dup |= !strcmp(seen[j], names[i]);
+            size_t l = strlen(*d) + strlen(names[i]) + 2;
+            char *path = metro__xmalloc(l);
+            snprintf(path, l, "%s/%s", *d, names[i]);
+            if (dup) {
+                metro__fail(err, 0, "%s: shadowed by a plugin of the same name earlier in the search path",
+                            path);
+            } else {
+                const metro__plugin *p;
+                if (metro__plugin_open(path, &p, err) == METRO_OK) {
+                    fn(p, user);
+                    ++found;
+                }
+                seen = metro__xrealloc(seen, sizeof *seen * (size_t)(nseen + 1));
+                seen[nseen++] = metro__strdup(names[i]);
+            }
+            free(path);
+            free(names[i]);
+        }
+        free(names);
+    }
+    for (int j = 0; j < nseen; ++j) free(seen[j]);
+    free(seen);
+    return found;
+}

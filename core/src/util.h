@@ -1,0 +1,38 @@
+/* core/src/util.h — small internal helpers of the core. */
+#ifndef METRO__UTIL_H
+#define METRO__UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "metro/metro.h"
+
+/* Append a line to err (keeping the first status set); returns status. */
+int metro__fail(metro_error *err, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* FNV-1a 64-bit hash, chainable: pass the previous value as h (start with
+ * METRO__FNV_INIT). */
+#define METRO__FNV_INIT 0xcbf29ce484222325ull
+uint64_t metro__fnv(uint64_t h, const void *data, size_t n);
+
+/* strdup that aborts on out-of-memory (the core's only allocation failure
+ * policy: nothing sensible can continue). */
+char *metro__strdup(const char *s);
+void *metro__xmalloc(size_t n);
+void *metro__xcalloc(size_t n, size_t size);
+void *metro__xrealloc(void *p, size_t n);
+
+/* mkdir -p; 0 or -1 with errno. */
+int metro__mkdirs(const char *path);
+
+/* Whole file into a heap buffer (NUL-terminated); NULL with errno. */
+char *metro__read_file(const char *path, size_t *size);
+
+/* Levenshtein distance, for "did you mean" hints. */
+int metro__edit_distance(const char *a, const char *b);
+
+/* Seconds since an arbitrary epoch (monotonic). */
+double metro__now(void);
+
+#endif

@@ -1,0 +1,70 @@
+# The plugin SDK's build helper.  In this tree it is included by the top
+# CMakeLists.txt; an out-of-tree plugin includes it from the install
+# (share/metro/MetroPlugin.cmake) after find_package(CUDAToolkit).
+#
+#   metro_add_plugin(NAME
+#       SOURCES host.c ...        host code (C11)
+#       [DEVICE device.cu ...]    device code, compiled to LTO-IR and embedded
+#       [LIBRARIES lib ...])
+#
+# NAME must equal the plugin's descriptor name: the loader checks that the
+# file lj_fene.so says it is "lj_fene".
+
+set(METRO_LTO_ARCH "90" CACHE STRING
+  "Virtual architecture of the embedded LTO-IR (lto_XX); links for XX and newer")
+set(METRO_NVCC_FLAGS "-O3;-ftz=true" CACHE STRING
+  "Extra nvcc flags for plugin device code")
+set(METRO__SDK_DIR ${CMAKE_CURRENT_LIST_DIR})
+if(NOT METRO_INCLUDE_DIR)
+  set(METRO_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../core/include)
+endif()
+if(NOT METRO_PLUGIN_OUTPUT_DIR)
+  set(METRO_PLUGIN_OUTPUT_DIR ${CMAKE_BINARY_DIR})
+endif()
+
+# Compile .cu files into one fatbin of LTO-IR and a C file embedding it as
+# SYMBOL[] / SYMBOL_size.  Used for plugins and for the core's own kernels.
+function(metro_device_ir target symbol)
+  set(srcs ${ARGN})
+  set(fatbin ${CMAKE_CURRENT_BINARY_DIR}/${target}.fatbin)
+  set(cfile ${CMAKE_CURRENT_BINARY_DIR}/${target}_ir.c)
+  file(GLOB hdrs ${METRO_INCLUDE_DIR}/metro/*.h ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
+  set(abs)
+  foreach(s ${srcs})
+    get_filename_component(a ${s} ABSOLUTE)
+    list(APPEND abs ${a})
+  endforeach()
+  add_custom_command(OUTPUT ${fatbin}
+    COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -arch=lto_${METRO_LTO_ARCH} -rdc=true -fatbin
+            -std=c++17 ${METRO_NVCC_FLAGS} -I${METRO_INCLUDE_DIR} -I${CMAKE_CURRENT_SOURCE_DIR}
+            -o ${fatbin} ${abs}
+    DEPENDS ${abs} ${hdrs}
+    COMMENT "LTO-IR for ${target}"
+    VERBATIM COMMAND_EXPAND_LISTS)
+  add_custom_command(OUTPUT ${cfile}
+    COMMAND ${CMAKE_COMMAND} -DIN=${fatbin} -DOUT=${cfile} -DSYM=${symbol} -P ${METRO__SDK_DIR}/embed.cmake
+    DEPENDS ${fatbin} ${METRO__SDK_DIR}/embed.cmake
+    VERBATIM)
+  target_sources(${target} PRIVATE ${cfile})
+endfunction()
+
+function(metro_add_plugin name)
+  cmake_parse_arguments(P "" "" "SOURCES;DEVICE;LIBRARIES" ${ARGN})
+  add_library(${name} MODULE ${P_SOURCES})
+  set_target_properties(${name} PROPERTIES
+    PREFIX "" OUTPUT_NAME ${name}
+    LIBRARY_OUTPUT_DIRECTORY ${METRO_PLUGIN_OUTPUT_DIR}
+    C_VISIBILITY_PRESET hidden)
+  target_include_directories(${name} PRIVATE ${METRO_INCLUDE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  target_link_libraries(${name} PRIVATE CUDA::cudart m ${P_LIBRARIES})
+  if(P_DEVICE)
+    list(LENGTH P_DEVICE nd)
+    if(nd GREATER 1)
+      message(FATAL_ERROR "metro_add_plugin(${name}): give one DEVICE .cu file (include others from it)")
+    endif()
+    metro_device_ir(${name} metro_device_ir ${P_DEVICE})
+  endif()
+  if(METRO_PLUGIN_INSTALL_DIR)
+    install(TARGETS ${name} LIBRARY DESTINATION ${METRO_PLUGIN_INSTALL_DIR})
+  endif()
+endfunction()

@@ -1,0 +1,51 @@
+/* tests/plugins/fake.c — deliberately broken plugins for test_loader.
+ * Built several times, once per defect (FAKE_* below), each into a file
+ * whose name the loader checks against the descriptor. */
+#include "metro/plugin.h"
+
+static int s_create(const metro_host_api *h, metro_ctx *c, const metro_params *p, metro_setup *s, void **self)
+{
+    (void)h; (void)c; (void)p; (void)s;
+    *self = (void *)1;
+    return 0;
+}
+static void s_destroy(void *self) { (void)self; }
+static int s_start(void *self, metro_state *st, const metro_potential_api *pot, void *ps)
+{
+    (void)self; (void)st; (void)pot; (void)ps;
+    return 0;
+}
+__attribute__((unused)) static int s_advance(void *self, metro_state *st, long n) { (void)self; (void)st; (void)n; return 0; }
+static int s_sync(void *self, metro_state *st) { (void)self; (void)st; return 0; }
+static int s_save(void *self) { (void)self; return 0; }
+static int s_restore(void *self, const void *d, size_t n) { (void)self; (void)d; (void)n; return 0; }
+
+__attribute__((unused)) static const metro_sampler_api api = {
+    1, s_create, s_destroy, s_start,
+#ifdef FAKE_MISSING_FN
+    NULL, /* advance missing */
+#else
+    s_advance,
+#endif
+    s_sync, s_sync, s_save, s_restore};
+
+__attribute__((unused)) static const metro_param_decl params[] = {
+    {"knob", METRO_PARAM_REAL, "1", 0, 2, NULL, "", "a knob"},
+    METRO_PARAM_END};
+
+#ifndef FAKE_NO_ENTRY
+METRO_EXPORT const metro_plugin *metro_plugin_entry(void)
+{
+    static metro_plugin d = {METRO_ABI_VERSION, METRO_KIND_SAMPLER, FAKE_NAME, "0.0.1",
+                             "a deliberately broken plugin", params, &api, NULL, 0};
+#ifdef FAKE_BAD_ABI
+    d.abi_version = 999;
+#endif
+#ifdef FAKE_BAD_KIND
+    d.kind = (metro_kind)7;
+#endif
+    return &d;
+}
+#else
+int metro_something_else(void) { return 0; }
+#endif

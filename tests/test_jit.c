@@ -1,0 +1,127 @@
+/* test_jit — JIT-LTO composition on a machine with no GPU: every
+ * (sampler x potential) pair, with every observable, links for sm_90; the
+ * cubin cache is used, and a damaged entry is rebuilt, never trusted. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "jit.h"
+#include "loader.h"
+#include "testutil.h"
+
+typedef struct found {
+    const metro__plugin *p[64];
+    int n;
+} found;
+
+static void collect(const metro__plugin *p, void *user)
+{
+    found *f = user;
+    if (f->n < 64) f->p[f->n++] = p;
+}
+
+START_TEST(every_pair_links_for_sm90)
+{
+    found f = {0};
+    metro_error err = {0};
+    metro__plugin_each(collect, &f, &err);
+    int pairs = 0, pots = 0, smps = 0;
+    for (int i = 0; i < f.n; ++i) {
+        pots += f.p[i]->d->kind == METRO_KIND_POTENTIAL;
+        smps += f.p[i]->d->kind == METRO_KIND_SAMPLER;
+    }
+    ck_assert_int_ge(pots, 1);
+    ck_assert_int_ge(smps, 1);
+    for (int i = 0; i < f.n; ++i) {
+        if (f.p[i]->d->kind != METRO_KIND_POTENTIAL) continue;
+        for (int j = 0; j < f.n; ++j) {
+            if (f.p[j]->d->kind != METRO_KIND_SAMPLER) continue;
+            metro__ir irs[64];
+            int n = 0;
+            irs[n++] = (metro__ir){"core", metro__core_ir, metro__core_ir_size};
+            irs[n++] = (metro__ir){f.p[i]->d->name, f.p[i]->d->device_ir, f.p[i]->d->device_ir_size};
+            irs[n++] = (metro__ir){f.p[j]->d->name, f.p[j]->d->device_ir, f.p[j]->d->device_ir_size};
+            for (int k = 0; k < f.n; ++k)
+                if (f.p[k]->d->kind == METRO_KIND_OBSERVABLE)
+                    irs[n++] = (metro__ir){f.p[k]->d->name, f.p[k]->d->device_ir, f.p[k]->d->device_ir_size};
+            void *cubin = NULL;
+            size_t size = 0;
+            metro_error e = {0};
+            int rc = metro__jit_link(irs, n, "sm_90", &cubin, &size, &e);
+            ck_assert_msg(rc == METRO_OK, "%s x %s: %s", f.p[j]->d->name, f.p[i]->d->name, e.msg);
+            ck_assert_uint_gt(size, 1000);
+            ck_assert_int_eq(memcmp(cubin, "\177ELF", 4), 0);
+            free(cubin);
+            printf("linked %s x %s (+ observables) for sm_90: %zu bytes\n", f.p[j]->d->name, f.p[i]->d->name, size);
+            ++pairs;
+        }
+    }
+    ck_assert_int_ge(pairs, 1);
+}
+END_TEST
+
+START_TEST(unresolved_symbol_is_reported)
+{
+    /* The core alone calls the device ABI that no potential provides. */
+    metro__ir irs[1] = {{"core", metro__core_ir, metro__core_ir_size}};
+    void *cubin = NULL;
+    size_t size = 0;
+    metro_error e = {0};
+    ck_assert_int_eq(metro__jit_link(irs, 1, "sm_90", &cubin, &size, &e), METRO_ERUN);
+    ck_assert_msg(strstr(e.msg, "metro_pair_energy") != NULL, "message: %s", e.msg);
+}
+END_TEST
+
+START_TEST(cache_is_used_and_damage_rebuilt)
+{
+    char dir[] = "/tmp/metro-cache-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    setenv("METRO_CACHE_DIR", dir, 1);
+    metro_error e = {0};
+    const metro__plugin *pot, *smp;
+    ck_assert_int_eq(metro__plugin_find("lj_fene", METRO_KIND_POTENTIAL, &pot, &e), METRO_OK);
+    ck_assert_int_eq(metro__plugin_find("metropolis", METRO_KIND_SAMPLER, &smp, &e), METRO_OK);
+    metro__ir irs[3] = {{"core", metro__core_ir, metro__core_ir_size},
+                        {"lj_fene", pot->d->device_ir, pot->d->device_ir_size},
+                        {"metropolis", smp->d->device_ir, smp->d->device_ir_size}};
+    void *a, *b, *c;
+    size_t na, nb, nc;
+    int cached;
+    ck_assert_int_eq(metro__jit_cached(irs, 3, "sm_90", &a, &na, &cached, &e), METRO_OK);
+    ck_assert_int_eq(cached, 0);
+    ck_assert_int_eq(metro__jit_cached(irs, 3, "sm_90", &b, &nb, &cached, &e), METRO_OK);
+    ck_assert_int_eq(cached, 1);
+    ck_assert_uint_eq(na, nb);
+    ck_assert_int_eq(memcmp(a, b, na), 0);
+    /* damage the entry: flip a byte in the middle of the cubin */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "f=$(ls %s/*.cubin) && printf 'X' | dd of=$f bs=1 seek=2000 conv=notrunc status=none", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(metro__jit_cached(irs, 3, "sm_90", &c, &nc, &cached, &e), METRO_OK);
+    ck_assert_int_eq(cached, 0);
+    ck_assert_uint_eq(na, nc);
+    ck_assert_int_eq(memcmp(a, c, na), 0);
+    /* and the rebuilt entry is good again */
+    free(c);
+    ck_assert_int_eq(metro__jit_cached(irs, 3, "sm_90", &c, &nc, &cached, &e), METRO_OK);
+    ck_assert_int_eq(cached, 1);
+    free(a);
+    free(b);
+    free(c);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("jit");
+    TCase *tc = tcase_create("link");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, every_pair_links_for_sm90);
+    tcase_add_test(tc, unresolved_symbol_is_reported);
+    tcase_add_test(tc, cache_is_used_and_damage_rebuilt);
+    suite_add_tcase(s, tc);
+    return metro_test_main(s);
+}

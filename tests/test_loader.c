@@ -1,0 +1,97 @@
+/* test_loader — the loader refuses each broken plugin with a message that
+ * names the file, and finds real ones along the search path. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "loader.h"
+#include "testutil.h"
+
+#define FAKE METRO_TEST_BINARY_DIR "/tests/fake-plugins"
+
+static void expect_refused(const char *file, const char *needle)
+{
+    metro_error err = {0};
+    const metro__plugin *p = NULL;
+    int rc = metro__plugin_open(file, &p, &err);
+    ck_assert_int_eq(rc, METRO_EUSAGE);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strstr(err.msg, file) != NULL, "message does not name %s: %s", file, err.msg);
+    ck_assert_msg(strstr(err.msg, needle) != NULL, "expected '%s' in: %s", needle, err.msg);
+}
+
+START_TEST(wrong_abi) { expect_refused(FAKE "/a/bad_abi.so", "ABI version 999"); }
+END_TEST
+START_TEST(wrong_kind) { expect_refused(FAKE "/a/bad_kind.so", "unknown plugin kind 7"); }
+END_TEST
+START_TEST(no_entry) { expect_refused(FAKE "/a/no_entry.so", "no symbol metro_plugin_entry"); }
+END_TEST
+START_TEST(misnamed) { expect_refused(FAKE "/a/misnamed.so", "calls itself 'something_else'"); }
+END_TEST
+START_TEST(missing_function) { expect_refused(FAKE "/a/missing_fn.so", "lacks the required function advance()"); }
+END_TEST
+START_TEST(not_a_file) { expect_refused(FAKE "/a/nothing_here.so", "no such plugin file"); }
+END_TEST
+
+START_TEST(duplicate)
+{
+    metro_error err = {0};
+    const metro__plugin *p = NULL;
+    ck_assert_int_eq(metro__plugin_open(FAKE "/a/twin.so", &p, &err), METRO_OK);
+    ck_assert_str_eq(p->d->name, "twin");
+    /* the same file again is the same plugin, not a duplicate */
+    const metro__plugin *q = NULL;
+    ck_assert_int_eq(metro__plugin_open(FAKE "/a/twin.so", &q, &err), METRO_OK);
+    ck_assert_ptr_eq(p, q);
+    expect_refused(FAKE "/b/twin.so", "duplicate plugin name 'twin'");
+}
+END_TEST
+
+START_TEST(search_path_order)
+{
+    /* METRO_PLUGIN_PATH comes first; kinds are checked */
+    setenv("METRO_PLUGIN_PATH", FAKE "/b:" FAKE "/a", 1);
+    const char *const *dirs = metro__plugin_dirs();
+    ck_assert_str_eq(dirs[0], FAKE "/b");
+    ck_assert_str_eq(dirs[1], FAKE "/a");
+    ck_assert_ptr_nonnull(strstr(dirs[2], "/lib/metro/plugins"));
+    metro_error err = {0};
+    const metro__plugin *p = NULL;
+    ck_assert_int_eq(metro__plugin_find("twin", METRO_KIND_SAMPLER, &p, &err), METRO_OK);
+    ck_assert_ptr_nonnull(strstr(p->path, "/fake-plugins/b/twin.so"));
+    ck_assert_int_eq(metro__plugin_find("twin", METRO_KIND_POTENTIAL, &p, &err), METRO_EUSAGE);
+    ck_assert_ptr_nonnull(strstr(err.msg, "'twin' is a sampler, not a potential"));
+    ck_assert_int_eq(metro__plugin_find("no_such_plugin", 0, &p, &err), METRO_EUSAGE);
+}
+END_TEST
+
+START_TEST(real_plugins_found)
+{
+    unsetenv("METRO_PLUGIN_PATH");
+    metro_error err = {0};
+    const metro__plugin *p = NULL;
+    ck_assert_int_eq(metro__plugin_find("lj_fene", METRO_KIND_POTENTIAL, &p, &err), METRO_OK);
+    ck_assert_int_eq(p->d->kind, METRO_KIND_POTENTIAL);
+    ck_assert_msg(p->d->device_ir_size > 0, "lj_fene carries no device code");
+    ck_assert_int_eq(metro__plugin_find("metropolis", METRO_KIND_SAMPLER, &p, &err), METRO_OK);
+    ck_assert_int_eq(metro__plugin_find("energy", METRO_KIND_OBSERVABLE, &p, &err), METRO_OK);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("loader");
+    TCase *tc = tcase_create("refusals");
+    tcase_add_test(tc, wrong_abi);
+    tcase_add_test(tc, wrong_kind);
+    tcase_add_test(tc, no_entry);
+    tcase_add_test(tc, misnamed);
+    tcase_add_test(tc, missing_function);
+    tcase_add_test(tc, not_a_file);
+    tcase_add_test(tc, duplicate);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("search");
+    tcase_add_test(tc, search_path_order);
+    tcase_add_test(tc, real_plugins_found);
+    suite_add_tcase(s, tc);
+    return metro_test_main(s);
+}

@@ -1,0 +1,117 @@
+/* tests/testutil.c — helpers shared by every Check suite (testutil.h). */
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int metro_test_have_gpu(void)
+{
+    /* In a child: a CUDA context must not exist when Check forks. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        int n = 0;
+        _exit(cudaGetDeviceCount(&n) == cudaSuccess && n > 0 ? 0 : 1);
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) return 0;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+static char run_dir[4096];
+
+const char *metro_test_run_dir(void)
+{
+    return run_dir;
+}
+
+metro_sim *metro_test_sim(const char *ini_text, const char *device, const char *const *sets,
+                          int nsets)
+{
+    snprintf(run_dir, sizeof run_dir, "/tmp/metro-test-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(run_dir));
+    metro_options opt = {0};
+    opt.config_text = ini_text;
+    opt.config_path = "<test>";
+    opt.sets = sets;
+    opt.nsets = nsets;
+    opt.device = device;
+    opt.output = run_dir;
+    opt.quiet = 1;
+    opt.overwrite = 1;
+    metro_error err = {0};
+    metro_sim *sim = NULL;
+    int rc = metro_sim_create(&opt, &sim, &err);
+    ck_assert_msg(rc == METRO_OK, "metro_sim_create failed (%d): %s", rc, err.msg);
+    return sim;
+}
+
+char *metro_test_slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *b = malloc(cap);
+    size_t got;
+    while ((got = fread(b + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (n + 1 >= cap) b = realloc(b, cap *= 2);
+    }
+    fclose(f);
+    b[n] = 0;
+    return b;
+}
+
+int metro_test_cli(const char *args, char **out, char **err)
+{
+    char o[] = "/tmp/metro-cli-out-XXXXXX", e[] = "/tmp/metro-cli-err-XXXXXX";
+    int fo = mkstemp(o), fe = mkstemp(e);
+    close(fo);
+    close(fe);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s/bin/metro %s >%s 2>%s </dev/null", METRO_TEST_BINARY_DIR, args, o, e);
+    int status = system(cmd);
+    if (out) *out = metro_test_slurp(o);
+    if (err) *err = metro_test_slurp(e);
+    unlink(o);
+    unlink(e);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+double metro_test_csv(const char *path, int row, const char *col)
+{
+    char *text = metro_test_slurp(path);
+    if (!text) return NAN;
+    double v = NAN;
+    char *save = NULL;
+    char *header = strtok_r(text, "\n", &save);
+    int idx = -1, k = 0;
+    for (char *c = header, *s2 = NULL, *tok = strtok_r(c, ",", &s2); tok; tok = strtok_r(NULL, ",", &s2), ++k)
+        if (!strcmp(tok, col)) idx = k;
+    for (int r = 0; idx >= 0; ++r) {
+        char *line = strtok_r(NULL, "\n", &save);
+        if (!line) break;
+        if (r != row) continue;
+        char *s2 = NULL;
+        k = 0;
+        for (char *tok = strtok_r(line, ",", &s2); tok; tok = strtok_r(NULL, ",", &s2), ++k)
+            if (k == idx) v = strtod(tok, NULL);
+        break;
+    }
+    free(text);
+    return v;
+}
+
+int metro_test_main(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
