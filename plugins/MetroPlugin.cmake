@@ -16,7 +16,11 @@ set(METRO_NVCC_FLAGS "-O3;-ftz=true" CACHE STRING
   "Extra nvcc flags for plugin device code")
 set(METRO__SDK_DIR ${CMAKE_CURRENT_LIST_DIR})
 if(NOT METRO_INCLUDE_DIR)
-  set(METRO_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../core/include)
+  if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/../core/include/metro/plugin.h)
+    set(METRO_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../core/include)   # source tree
+  else()
+    set(METRO_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../../include)     # <prefix>/share/metro
+  endif()
 endif()
 if(NOT METRO_PLUGIN_OUTPUT_DIR)
   set(METRO_PLUGIN_OUTPUT_DIR ${CMAKE_BINARY_DIR})

@@ -12,6 +12,9 @@
 static const char usage[] =
     "usage: metro run CONFIG [--set SECTION.KEY=VALUE]... [--device auto|cpu|cuda]\n"
     "                        [--output DIR] [--overwrite] [--quiet]\n"
+    "       metro resume RUNDIR [--set SECTION.KEY=VALUE]... [--device ...] [--quiet]\n"
+    "                                  continue a stopped run from RUNDIR/checkpoint.bin;\n"
+    "                                  on a finished run, redo only its results (alias: analyze)\n"
     "       metro list                 one line per plugin: kind, name, version, summary\n"
     "       metro describe PLUGIN      a plugin's parameters: defaults, ranges, units, docs\n"
     "       metro --help | --version\n"
@@ -38,9 +41,10 @@ static void print_errors(const metro_error *err)
     }
 }
 
-static int cmd_run(int argc, char **argv)
+static int cmd_run(int argc, char **argv, int resume)
 {
     metro_options opt = {0};
+    opt.resume = resume;
     const char **sets = calloc((size_t)argc, sizeof *sets);
     for (int i = 0; i < argc; ++i) {
         const char *a = argv[i];
@@ -70,7 +74,14 @@ static int cmd_run(int argc, char **argv)
             return bad_usage("one CONFIG only (also got %s)", a);
         }
     }
-    if (!opt.config_path) { free(sets); return bad_usage("%s", "run needs a CONFIG file"); }
+    if (!opt.config_path) { free(sets); return bad_usage("%s", resume ? "resume needs a RUNDIR" : "run needs a CONFIG file"); }
+    char cfgpath[4200];
+    if (resume) {
+        if (opt.output) { free(sets); return bad_usage("%s", "resume continues in RUNDIR itself: no --output"); }
+        opt.output = opt.config_path;
+        snprintf(cfgpath, sizeof cfgpath, "%s/config.ini", opt.config_path);
+        opt.config_path = cfgpath;
+    }
     if (opt.output && !*opt.output) { free(sets); return bad_usage("%s", "--output needs a directory"); }
     opt.sets = sets;
     metro_error err = {0};
@@ -144,7 +155,8 @@ int metro_main(int argc, char **argv)
         printf("metro %s (plugin ABI %u)\n", METRO_VERSION_STRING, METRO_ABI_VERSION);
         return METRO_OK;
     }
-    if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2, 0);
+    if (!strcmp(cmd, "resume") || !strcmp(cmd, "analyze")) return cmd_run(argc - 2, argv + 2, 1);
     if (!strcmp(cmd, "list")) return argc == 2 ? cmd_list() : bad_usage("%s", "list takes no arguments");
     if (!strcmp(cmd, "describe"))
         return argc == 3 ? cmd_describe(argv[2]) : bad_usage("%s", "describe needs one PLUGIN name");

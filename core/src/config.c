@@ -17,6 +17,9 @@
 /* inih as Debian builds it has no line numbers in its handler, so the
  * reader counts lines: the handler runs right after the line it reports is
  * read, so the count is that line's number. */
+static char *norm_section(const char *s);
+static void add_section(metro__config *c, const char *section, int line);
+
 typedef struct reader {
     const char *p;
     int line;
@@ -37,6 +40,18 @@ static char *read_line(char *str, int num, void *stream)
     }
     str[i] = 0;
     r->line++;
+    /* inih reports keys, not section headers: note each header's line so
+     * that errors about an empty or incomplete section can point at it */
+    const char *s = str;
+    while (isspace((unsigned char)*s)) ++s;
+    const char *close = *s == '[' ? strchr(s, ']') : NULL;
+    if (close) {
+        char *name = strndup(s + 1, (size_t)(close - s - 1));
+        char *sec = norm_section(name);
+        if (*sec) add_section(r->c, sec, r->line);
+        free(name);
+        free(sec);
+    }
     return str;
 }
 
@@ -432,7 +447,7 @@ void metro__params_write(FILE *f, const metro_params *p)
     for (int j = 0; j < p->n; ++j) {
         const metro_param_decl *d = &p->decls[j];
         metro__decl_allowed(d, allowed, sizeof allowed);
-        fprintf(f, "; %s (%s)%s\n", d->doc ? d->doc : "", allowed, p->v[j].given ? "" : " [default]");
+        fprintf(f, "; %s (%s)\n", d->doc ? d->doc : "", allowed);
         fprintf(f, "%s = %s\n", d->name, p->v[j].text);
     }
 }

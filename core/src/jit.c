@@ -14,7 +14,7 @@
 /* Link options: the architecture, LTO, and flush-to-zero (r² is never
  * denormal in metro's potentials, and ftz makes rsqrtf one MUFU op: DESIGN
  * fact 6).  Part of the cache key. */
-static const char *const link_flags[] = {"-lto", "-O3", "-ftz=true"};
+static const char *const link_flags[] = {"-lto", "-O3", "-ftz=1"};
 enum { NFLAGS = sizeof link_flags / sizeof *link_flags };
 
 static int link_log(nvJitLinkHandle h, metro_error *err, const char *what)

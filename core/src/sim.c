@@ -423,6 +423,24 @@ static int make_run_dir(metro_sim *sim, const metro_options *opt, metro_error *e
     }
     if (!*out) return METRO_OK; /* no run directory (tests) */
     struct stat sb;
+    if (opt->resume) {
+        char probe[4200];
+        snprintf(probe, sizeof probe, "%s/checkpoint.bin", out);
+        if (stat(probe, &sb) != 0)
+            return metro__fail(err, METRO_EUSAGE, "%s: no checkpoint.bin to resume from", out);
+        sim->dir = metro__strdup(out);
+        if (opt->nsets) { /* the resolved config records the change */
+            snprintf(probe, sizeof probe, "%s/config.ini", out);
+            FILE *f = fopen(probe, "w");
+            if (!f) return metro__fail(err, METRO_ERUN, "%s: cannot be written: %s", probe, strerror(errno));
+            write_resolved(sim, f);
+            fclose(f);
+        }
+        snprintf(probe, sizeof probe, "%s/log.txt", out);
+        sim->log = fopen(probe, "a");
+        if (!sim->log) return metro__fail(err, METRO_ERUN, "%s: cannot be written: %s", probe, strerror(errno));
+        return METRO_OK;
+    }
     if (stat(out, &sb) == 0) {
         if (!S_ISDIR(sb.st_mode))
             return metro__fail(err, METRO_EUSAGE, "%s: exists and is not a directory", out);
@@ -446,6 +464,154 @@ static int make_run_dir(metro_sim *sim, const metro_options *opt, metro_error *e
     snprintf(path, sizeof path, "%s/log.txt", out);
     sim->log = fopen(path, "w");
     if (!sim->log) return metro__fail(err, METRO_ERUN, "%s: cannot be written: %s", path, strerror(errno));
+    return METRO_OK;
+}
+
+/* ---- checkpoints --------------------------------------------------------- */
+
+static int do_sync(metro_sim *sim, metro_error *err);
+
+/* checkpoint.bin: "METROCK1", then the counts and the state arrays, then for
+ * every plugin instance (potential, sampler, observables in config order)
+ * its random stream's offset and its saved bytes, then an FNV-1a checksum
+ * of everything before it.  Written to a temporary file and renamed. */
+
+typedef struct cbuf {
+    unsigned char *p;
+    size_t n, cap;
+} cbuf;
+
+static void cput(cbuf *b, const void *d, size_t n)
+{
+    if (b->n + n > b->cap) {
+        while (b->n + n > b->cap) b->cap = b->cap ? 2 * b->cap : 1 << 16;
+        b->p = metro__xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+
+static int cget(const unsigned char **p, const unsigned char *end, void *d, size_t n)
+{
+    if ((size_t)(end - *p) < n) return -1;
+    memcpy(d, *p, n);
+    *p += n;
+    return 0;
+}
+
+static metro_ctx *ctx_at(metro_sim *sim, int i)
+{
+    return i == 0 ? &sim->pot : i == 1 ? &sim->smp : &sim->obs[i - 2];
+}
+
+static int ctx_save(metro_ctx *c, int i)
+{
+    c->save_n = 0;
+    if (i == 0) return 0; /* potentials are stateless */
+    if (i == 1) return ((const metro_sampler_api *)c->plugin->d->api)->save(c->self);
+    return ((const metro_observable_api *)c->plugin->d->api)->save(c->self);
+}
+
+int metro_sim_checkpoint(metro_sim *sim, metro_error *err)
+{
+    if (!sim->dir) return METRO_OK;
+    int rc = do_sync(sim, err);
+    if (rc) return rc;
+    metro_state *st = &sim->st;
+    cbuf b = {0};
+    int32_t nctx = 2 + sim->nobs, n = st->particles, r = st->replicas, meas = st->measuring;
+    int64_t sweep = st->sweep;
+    cput(&b, "METROCK1", 8);
+    cput(&b, &nctx, 4); cput(&b, &n, 4); cput(&b, &r, 4); cput(&b, &meas, 4); cput(&b, &sweep, 8);
+    cput(&b, st->pos, sizeof *st->pos * (size_t)n * (size_t)r);
+    cput(&b, st->energy, sizeof *st->energy * (size_t)r);
+    cput(&b, st->beta, sizeof *st->beta * (size_t)r);
+    cput(&b, st->slot_replica, sizeof *st->slot_replica * (size_t)r);
+    cput(&b, st->accepted, sizeof *st->accepted * (size_t)r);
+    cput(&b, st->attempted, sizeof *st->attempted * (size_t)r);
+    for (int i = 0; i < nctx && !rc; ++i) {
+        metro_ctx *c = ctx_at(sim, i);
+        uint64_t off = c->rng.offset, size;
+        if (ctx_save(c, i)) {
+            rc = plugin_failed(c, err, METRO_ERUN, "could not save its state");
+            break;
+        }
+        size = c->save_n;
+        cput(&b, &off, 8);
+        cput(&b, &size, 8);
+        if (size) cput(&b, c->save_buf, size);
+    }
+    uint64_t sum = metro__fnv(METRO__FNV_INIT, b.p, b.n);
+    cput(&b, &sum, 8);
+    char path[4200], tmp[4300];
+    snprintf(path, sizeof path, "%s/checkpoint.bin", sim->dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = rc ? NULL : fopen(tmp, "wb");
+    if (!rc && (!f || fwrite(b.p, 1, b.n, f) != b.n || fclose(f) || rename(tmp, path)))
+        rc = metro__fail(err, METRO_ERUN, "%s: cannot be written: %s", path, strerror(errno));
+    free(b.p);
+    return rc;
+}
+
+/* Read checkpoint.bin into the state (before the sampler starts). The
+ * plugin blobs stay in *data for resume_plugins(). */
+static int resume_state(metro_sim *sim, unsigned char **data, size_t *size, const unsigned char **rest,
+                        metro_error *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/checkpoint.bin", sim->dir);
+    *data = (unsigned char *)metro__read_file(path, size);
+    if (!*data) return metro__fail(err, METRO_ERUN, "%s: cannot be read: %s", path, strerror(errno));
+    metro_state *st = &sim->st;
+    const unsigned char *p = *data, *end = *data + *size;
+    uint64_t sum;
+    if (*size < 16 || memcmp(p, "METROCK1", 8) ||
+        (memcpy(&sum, end - 8, 8), sum != metro__fnv(METRO__FNV_INIT, p, *size - 8)))
+        return metro__fail(err, METRO_ERUN, "%s: damaged (bad magic or checksum): cannot resume", path);
+    end -= 8;
+    p += 8;
+    int32_t nctx = 0, n = 0, r = 0, meas = 0;
+    int64_t sweep = 0;
+    cget(&p, end, &nctx, 4); cget(&p, end, &n, 4); cget(&p, end, &r, 4); cget(&p, end, &meas, 4);
+    cget(&p, end, &sweep, 8);
+    if (nctx != 2 + sim->nobs || n != st->particles || r != st->replicas)
+        return metro__fail(err, METRO_EUSAGE,
+                           "%s: written for %d particles x %d replicas with %d observables; the config now asks %d x %d with %d",
+                           path, n, r, nctx - 2, st->particles, st->replicas, sim->nobs);
+    if (cget(&p, end, st->pos, sizeof *st->pos * (size_t)n * (size_t)r) ||
+        cget(&p, end, st->energy, sizeof *st->energy * (size_t)r))
+        return metro__fail(err, METRO_ERUN, "%s: truncated", path);
+    st->sweep = sweep;
+    st->measuring = meas;
+    *rest = p;
+    if (st->backend == METRO_BACKEND_CUDA &&
+        (cudaMemcpy(st->d_pos, st->pos, sizeof *st->pos * (size_t)n * (size_t)r, cudaMemcpyHostToDevice) ||
+         cudaMemcpy(st->d_energy, st->energy, sizeof *st->energy * (size_t)r, cudaMemcpyHostToDevice)))
+        return metro__fail(err, METRO_ERUN, "CUDA: uploading the checkpoint failed");
+    return METRO_OK;
+}
+
+/* After the sampler started: the rest of the state and every plugin's. */
+static int resume_plugins(metro_sim *sim, const unsigned char *p, const unsigned char *end, metro_error *err)
+{
+    metro_state *st = &sim->st;
+    size_t r = (size_t)st->replicas;
+    if (cget(&p, end, st->beta, sizeof *st->beta * r) || cget(&p, end, st->slot_replica, sizeof *st->slot_replica * r) ||
+        cget(&p, end, st->accepted, sizeof *st->accepted * r) || cget(&p, end, st->attempted, sizeof *st->attempted * r))
+        return metro__fail(err, METRO_ERUN, "checkpoint.bin: truncated");
+    for (int i = 0; i < 2 + sim->nobs; ++i) {
+        metro_ctx *c = ctx_at(sim, i);
+        uint64_t off, size;
+        if (cget(&p, end, &off, 8) || cget(&p, end, &size, 8) || (size_t)(end - p) < size)
+            return metro__fail(err, METRO_ERUN, "checkpoint.bin: truncated");
+        metro__rng_free(&c->rng);
+        c->rng.offset = off;
+        int bad = 0;
+        if (i == 1) bad = ((const metro_sampler_api *)c->plugin->d->api)->restore(c->self, p, size);
+        if (i >= 2) bad = ((const metro_observable_api *)c->plugin->d->api)->restore(c->self, p, size);
+        if (bad) return plugin_failed(c, err, METRO_ERUN, "could not restore its state");
+        p += size;
+    }
     return METRO_OK;
 }
 
@@ -527,9 +693,23 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
         rc = metro__fail(err, METRO_ERUN, "CUDA: uploading energies failed");
         goto fail;
     }
+    unsigned char *ck = NULL;
+    size_t cksize = 0;
+    const unsigned char *ckrest = NULL;
+    if (opt->resume && (rc = resume_state(sim, &ck, &cksize, &ckrest, err))) {
+        free(ck);
+        goto fail;
+    }
     if (sim->smp_api->start(sim->smp.self, st, sim->pot_api, sim->pot.self)) {
+        free(ck);
         rc = plugin_failed(&sim->smp, err, METRO_ERUN, "could not start");
         goto fail;
+    }
+    if (ck) {
+        rc = resume_plugins(sim, ckrest, ck + cksize - 8, err);
+        free(ck);
+        if (rc) goto fail;
+        core_log(sim, METRO_LOG_INFO, "resumed from %s/checkpoint.bin at sweep %lld", sim->dir, st->sweep);
     }
     core_log(sim, METRO_LOG_INFO, "backend %s: %s%s", st->backend == METRO_BACKEND_CUDA ? "cuda" : "cpu",
              sim->device_name, st->backend == METRO_BACKEND_CUDA ? "" : "");
@@ -638,12 +818,15 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
     if (check < 1) check = 1;
     double worst = 0;
     int rc = METRO_OK;
-    long next_check = check;
+    long next_check;
 
     /* equilibration, in chunks for progress and energy checks */
     long chunk = 1;
-    st->measuring = 0;
-    for (long done = 0; done < sim->equilibration && !rc;) {
+    long eq_done = st->sweep < sim->equilibration ? (long)st->sweep : sim->equilibration;
+    long prod_done = (long)st->sweep - eq_done;
+    next_check = (st->sweep / check + 1) * check;
+    st->measuring = eq_done == sim->equilibration;
+    for (long done = eq_done; done < sim->equilibration && !rc;) {
         long k = chunk;
         if (k > sim->equilibration - done) k = sim->equilibration - done;
         if (k > next_check - st->sweep) k = next_check - st->sweep;
@@ -653,6 +836,7 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
         if (!rc && st->sweep >= next_check) {
             rc = do_sync(sim, err);
             if (!rc) rc = check_energy(sim, &worst, err);
+            if (!rc) rc = metro_sim_checkpoint(sim, err);
             next_check += check;
         }
         if (st->backend == METRO_BACKEND_CUDA) cudaStreamSynchronize((cudaStream_t)sim->stream);
@@ -666,8 +850,7 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
     if (!step) step = sim->sweeps ? sim->sweeps : 1;
     st->measuring = 1;
     double p0 = metro__now();
-    long long start = st->sweep;
-    for (long done = 0; done < sim->sweeps && !rc;) {
+    for (long done = prod_done; done < sim->sweeps && !rc;) {
         long k = step;
         if (k > sim->sweeps - done) k = sim->sweeps - done;
         rc = metro_sim_advance(sim, k, err);
@@ -684,13 +867,14 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
         }
         if (!rc && st->sweep >= next_check) {
             rc = check_energy(sim, &worst, err);
+            if (!rc) rc = metro_sim_checkpoint(sim, err);
             next_check += check;
         }
-        progress(sim, "production", done, sim->sweeps, p0, done == sim->sweeps);
+        progress(sim, "production", done - prod_done, sim->sweeps - prod_done, p0, done == sim->sweeps);
     }
-    (void)start;
     if (!rc) rc = do_sync(sim, err);
     if (!rc) rc = check_energy(sim, &worst, err);
+    if (!rc) rc = metro_sim_checkpoint(sim, err);
     if (!rc && sim->smp_api->finish(sim->smp.self, st))
         rc = plugin_failed(&sim->smp, err, METRO_ERUN, "could not write its results");
     for (int i = 0; i < sim->nobs && !rc; ++i) {

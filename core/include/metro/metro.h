@@ -37,6 +37,9 @@ typedef struct metro_options {
                                          "" writes no run directory        */
     int quiet;                        /* no progress line, log to file only */
     int overwrite;                    /* replace an existing run directory */
+    int resume;                       /* continue the run in `output` from its
+                                         checkpoint.bin (config_path is then
+                                         normally output/config.ini) */
 } metro_options;
 
 typedef struct metro_sim metro_sim;
@@ -64,6 +67,11 @@ const char *metro_sim_device_name(const metro_sim *sim);
 /* Total energy of replica r recomputed from scratch (CPU loop of the
  * potential on host positions, or the core's kernel on CUDA). */
 double metro_sim_total_energy(metro_sim *sim, int r, metro_error *err);
+
+/* Write <run dir>/checkpoint.bin: the state, every random stream's
+ * position and every plugin's saved state, atomically.  The run loop does
+ * this at every energy check and at the end. */
+int metro_sim_checkpoint(metro_sim *sim, metro_error *err);
 
 void metro_sim_destroy(metro_sim *sim);
 

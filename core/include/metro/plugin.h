@@ -215,7 +215,13 @@ typedef struct metro_sampler_api {
     int (*sync)(void *self, metro_state *st);
     /* Write acceptance statistics etc. into the run directory and log. */
     int (*finish)(void *self, metro_state *st);
-    /* Exact restart: append state with host->save_bytes; read it back. */
+    /* Exact restart.  save() is called after sync(): append with
+     * host->save_bytes whatever the chain needs beyond metro_state.
+     * restore() is called after start() when a run resumes: metro_state
+     * (host and device copies of positions and energies, and the host
+     * arrays beta, slot_replica, accepted, attempted, sweep) is already
+     * restored; restore the rest and re-upload any device copies the
+     * sampler keeps of them. */
     int (*save)(void *self);
     int (*restore)(void *self, const void *data, size_t size);
 } metro_sampler_api;
@@ -230,6 +236,8 @@ typedef struct metro_observable_api {
     int (*measure)(void *self, const metro_state *st);
     /* Write results (CSV with a header row) into the run directory. */
     int (*finish)(void *self, const metro_state *st);
+    /* Accumulators for exact restart and for re-running finish() on a
+     * stopped run (metro resume); same contract as the sampler's. */
     int (*save)(void *self);
     int (*restore)(void *self, const void *data, size_t size);
 } metro_observable_api;
@@ -274,8 +282,8 @@ extern const size_t metro_device_ir_size __attribute__((weak));
 #define METRO__KIND_sampler 2
 #define METRO__KIND_observable 3
 
-#define METRO_PLUGIN(kind, name_, version_, summary_, params_, api_)                   \
-    static const METRO__API_TYPE(METRO__KIND_##kind) *metro__api_check(void)         \
+#define METRO_PLUGIN(kind_, name_, version_, summary_, params_, api_)                  \
+    static const METRO__API_TYPE(METRO__KIND_##kind_) *metro__api_check(void)         \
     {                                                                                \
         return &(api_);                                                              \
     }                                                                                \
@@ -283,7 +291,7 @@ extern const size_t metro_device_ir_size __attribute__((weak));
     {                                                                                \
         static metro_plugin d;                                                       \
         d.abi_version = METRO_ABI_VERSION;                                           \
-        d.kind = (metro_kind)METRO__KIND_##kind;                                     \
+        d.kind = (metro_kind)METRO__KIND_##kind_;                                    \
         d.name = (name_);                                                            \
         d.version = (version_);                                                      \
         d.summary = (summary_);                                                      \
