@@ -711,8 +711,9 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
         if (rc) goto fail;
         core_log(sim, METRO_LOG_INFO, "resumed from %s/checkpoint.bin at sweep %lld", sim->dir, st->sweep);
     }
-    core_log(sim, METRO_LOG_INFO, "backend %s: %s%s", st->backend == METRO_BACKEND_CUDA ? "cuda" : "cpu",
-             sim->device_name, st->backend == METRO_BACKEND_CUDA ? "" : "");
+    /* the program prints the backend line itself, even with --quiet */
+    if (sim->log)
+        fprintf(sim->log, "backend %s: %s\n", st->backend == METRO_BACKEND_CUDA ? "cuda" : "cpu", sim->device_name);
     if (st->backend == METRO_BACKEND_CUDA)
         core_log(sim, METRO_LOG_INFO, "device code linked for this GPU in %.2f s%s", sim->link_seconds,
                  sim->cubin_cached ? " (from the cache)" : "");
