@@ -53,6 +53,29 @@ START_TEST(offset_continues_the_stream)
 }
 END_TEST
 
+START_TEST(small_draws_are_one_stream)
+{
+    /* host draws are buffered: many odd-sized draws are still one stream,
+     * and the offset they leave resumes it exactly (checkpoints) */
+    const size_t n = 3 * 65536 + 1000;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    draw(99, 0, a, n);
+    metro__rng r = {0};
+    r.seed = 99;
+    size_t done = 0;
+    for (size_t k = 1; done + k <= n / 2; k = k * 3 % 1001 + 1) {
+        ck_assert_int_eq(metro__rng_uniform(&r, b + done, k), 0);
+        done += k;
+    }
+    ck_assert_uint_eq(r.offset, done);
+    metro__rng_free(&r);
+    draw(99, done, b + done, n - done);
+    ck_assert_int_eq(memcmp(a, b, n * sizeof *a), 0);
+    free(a);
+    free(b);
+}
+END_TEST
+
 START_TEST(uniform_in_unit_interval)
 {
     float *a = malloc(N * sizeof *a);
@@ -76,6 +99,7 @@ int main(void)
     TCase *tc = tcase_create("host");
     tcase_add_test(tc, same_seed_same_numbers);
     tcase_add_test(tc, offset_continues_the_stream);
+    tcase_add_test(tc, small_draws_are_one_stream);
     tcase_add_test(tc, uniform_in_unit_interval);
     suite_add_tcase(s, tc);
     return metro_test_main(s);

@@ -328,7 +328,8 @@ static int parse_value(const metro_param_decl *d, const char *text, struct metro
             v->list[v->nlist++] = x;
         }
         free(copy);
-        if (!v->nlist) {
+        /* an empty default means "not given" (an optional list) */
+        if (!v->nlist && (*text || d->default_value == NULL)) {
             snprintf(why, n, "the list is empty");
             return -1;
         }

@@ -297,6 +297,15 @@ static int choose_backend(metro_sim *sim, const char *want, metro_error *err)
     return METRO_OK;
 }
 
+/* Host -> device copy ordered with the plugins' work: on the run's stream
+ * (non-blocking, so the legacy stream would not order it), then waited for. */
+static cudaError_t upload(metro_sim *sim, void *dst, const void *src, size_t n)
+{
+    cudaStream_t s = (cudaStream_t)sim->stream;
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(s);
+}
+
 static int start_cuda(metro_sim *sim, metro_error *err)
 {
     int dev = 0;
@@ -338,7 +347,7 @@ static int start_cuda(metro_sim *sim, metro_error *err)
     if (psize > symsize)
         return metro__fail(err, METRO_ERUN, "potential %s: parameter block of %zu bytes exceeds %zu",
                            sim->pot.plugin->d->name, psize, symsize);
-    if (psize) CUDA_TRY(cudaMemcpy(sym, params, psize, cudaMemcpyHostToDevice), "copying potential parameters");
+    if (psize) CUDA_TRY(upload(sim, sym, params, psize), "copying potential parameters");
     cudaKernel_t k;
     CUDA_TRY(cudaLibraryGetKernel(&k, lib, "metro_core_total_energy"), "finding metro_core_total_energy");
     sim->k_total = (void *)k;
@@ -346,7 +355,7 @@ static int start_cuda(metro_sim *sim, metro_error *err)
     CUDA_TRY(cudaMalloc((void **)&sim->st.d_pos, np * sizeof(metro_float4)), "allocating positions");
     CUDA_TRY(cudaMalloc((void **)&sim->st.d_energy, (size_t)sim->st.replicas * sizeof(double)), "allocating energies");
     CUDA_TRY(cudaMalloc((void **)&sim->d_total, (size_t)sim->st.replicas * sizeof(double)), "allocating energies");
-    CUDA_TRY(cudaMemcpy(sim->st.d_pos, sim->st.pos, np * sizeof(metro_float4), cudaMemcpyHostToDevice),
+    CUDA_TRY(upload(sim, sim->st.d_pos, sim->st.pos, np * sizeof(metro_float4)),
              "uploading positions");
     return METRO_OK;
 }
@@ -585,8 +594,8 @@ static int resume_state(metro_sim *sim, unsigned char **data, size_t *size, cons
     st->measuring = meas;
     *rest = p;
     if (st->backend == METRO_BACKEND_CUDA &&
-        (cudaMemcpy(st->d_pos, st->pos, sizeof *st->pos * (size_t)n * (size_t)r, cudaMemcpyHostToDevice) ||
-         cudaMemcpy(st->d_energy, st->energy, sizeof *st->energy * (size_t)r, cudaMemcpyHostToDevice)))
+        (upload(sim, st->d_pos, st->pos, sizeof *st->pos * (size_t)n * (size_t)r) ||
+         upload(sim, st->d_energy, st->energy, sizeof *st->energy * (size_t)r)))
         return metro__fail(err, METRO_ERUN, "CUDA: uploading the checkpoint failed");
     return METRO_OK;
 }
@@ -689,7 +698,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
             goto fail;
         }
     if (st->backend == METRO_BACKEND_CUDA &&
-        cudaMemcpy(st->d_energy, st->energy, (size_t)st->replicas * sizeof(double), cudaMemcpyHostToDevice)) {
+        upload(sim, st->d_energy, st->energy, (size_t)st->replicas * sizeof(double))) {
         rc = metro__fail(err, METRO_ERUN, "CUDA: uploading energies failed");
         goto fail;
     }
@@ -730,6 +739,11 @@ fail:
 metro_backend metro_sim_backend(const metro_sim *sim)
 {
     return sim->st.backend;
+}
+
+void *metro_sim_stream(const metro_sim *sim)
+{
+    return sim->stream;
 }
 
 const char *metro_sim_device_name(const metro_sim *sim)
@@ -786,7 +800,7 @@ static int check_energy(metro_sim *sim, double *worst, metro_error *err)
         st->energy[r] = e[r];
     }
     if (!rc && st->backend == METRO_BACKEND_CUDA &&
-        cudaMemcpy(st->d_energy, st->energy, (size_t)st->replicas * sizeof(double), cudaMemcpyHostToDevice))
+        upload(sim, st->d_energy, st->energy, (size_t)st->replicas * sizeof(double)))
         rc = metro__fail(err, METRO_ERUN, "CUDA: uploading energies failed");
     free(e);
     return rc;
@@ -857,13 +871,21 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
         rc = metro_sim_advance(sim, k, err);
         done += k;
         if (rc) break;
-        int due = 0;
-        for (int i = 0; i < sim->nobs; ++i) due |= done % sim->obs[i].every == 0;
-        if (due || st->sweep >= next_check) rc = do_sync(sim, err);
-        for (int i = 0; i < sim->nobs && !rc; ++i) {
+        /* Observables measure from host copies, which costs a sync, unless
+         * on CUDA every one due can measure on the device. */
+        int due = 0, host = 0;
+        for (int i = 0; i < sim->nobs; ++i) {
+            const metro_observable_api *a = sim->obs[i].plugin->d->api;
+            int d = done % sim->obs[i].every == 0;
+            due |= d;
+            host |= d && (st->backend != METRO_BACKEND_CUDA || !a->measure_device);
+        }
+        if (host || st->sweep >= next_check) rc = do_sync(sim, err);
+        for (int i = 0; i < sim->nobs && !rc && due; ++i) {
             metro_ctx *o = &sim->obs[i];
+            const metro_observable_api *a = o->plugin->d->api;
             if (done % o->every) continue;
-            if (((const metro_observable_api *)o->plugin->d->api)->measure(o->self, st))
+            if (host ? a->measure(o->self, st) : a->measure_device(o->self, st))
                 rc = plugin_failed(o, err, METRO_ERUN, "could not measure");
         }
         if (!rc && st->sweep >= next_check) {

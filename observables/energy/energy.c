@@ -18,7 +18,13 @@
  *
  * save()/restore() carry the whole series, so a restarted run reports the
  * statistics of all its samples.
+ *
+ * On CUDA, measure_device() records the samples on the device (kernel
+ * energy_record of energy.cu, reading st->d_energy through
+ * st->d_slot_replica) into a buffer of about 8 MB that is copied back when
+ * full and in finish() and save(), so measuring costs no host sync.
  */
+#include <cuda_runtime_api.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +40,15 @@ typedef struct energy {
     long max_lag;
     metro_series sweep;   /* sweep of each sample (exact in double to 2^53) */
     metro_series *E;      /* [slots] */
+    /* CUDA: the last `pending` samples (rows of slots) are still in d_buf;
+     * sweep already holds their sweeps */
+    double *d_buf;
+    size_t d_rows, pending;
+    void *k_record;
 } energy;
+
+/* Doubles in the device buffer of samples (8 MB). */
+#define DEVICE_BUFFER_DOUBLES (1u << 20)
 
 static const metro_param_decl params[] = {
     {"series", METRO_PARAM_BOOL, "true", 0, 0, NULL, "",
@@ -73,14 +87,73 @@ static void destroy(void *self)
 {
     energy *e = self;
     if (!e) return;
+    if (e->d_buf) cudaFree(e->d_buf);
     clear(e);
     free(e->E);
     free(e);
 }
 
+static int cuda_check(energy *e, cudaError_t c, const char *what)
+{
+    return c == cudaSuccess ? 0 : e->host->fail(e->ctx, "%s: %s", what, cudaGetErrorString(c));
+}
+
+/* Append the samples still on the device to the host series.  Returns 0 or
+ * -1 (failed). */
+static int flush(energy *e)
+{
+    if (!e->pending) return 0;
+    size_t k = e->pending * (size_t)e->slots;
+    double *h = malloc(k * sizeof *h);
+    if (!h) return e->host->fail(e->ctx, "out of memory");
+    cudaStream_t s = (cudaStream_t)e->host->stream(e->ctx);
+    if (cuda_check(e, cudaMemcpyAsync(h, e->d_buf, k * sizeof *h, cudaMemcpyDeviceToHost, s),
+                   "download samples") ||
+        cuda_check(e, cudaStreamSynchronize(s), "sync")) {
+        free(h);
+        return -1;
+    }
+    for (size_t j = 0; j < e->pending; j++)
+        for (int t = 0; t < e->slots; t++)
+            if (metro_series_push(&e->E[t], h[j * (size_t)e->slots + (size_t)t])) {
+                free(h);
+                return e->host->fail(e->ctx, "out of memory after %zu samples", e->E[t].n);
+            }
+    free(h);
+    e->pending = 0;
+    return 0;
+}
+
+static int measure_device(void *self, const metro_state *st)
+{
+    energy *e = self;
+    if (!e->d_buf) {
+        e->d_rows = DEVICE_BUFFER_DOUBLES / (size_t)e->slots;
+        if (e->d_rows < 1) e->d_rows = 1;
+        if (e->host->kernel(e->ctx, "energy_record", &e->k_record) ||
+            cuda_check(e, cudaMalloc((void **)&e->d_buf, e->d_rows * (size_t)e->slots * sizeof(double)),
+                       "cudaMalloc samples"))
+            return -1;
+    }
+    if (e->pending == e->d_rows && flush(e)) return -1;
+    double *out = e->d_buf + e->pending * (size_t)e->slots;
+    int slots = e->slots, threads = slots < 256 ? (slots + 31) / 32 * 32 : 256;
+    void *args[] = {(void *)&st->d_energy, (void *)&st->d_slot_replica, &slots, &out};
+    dim3 grid = {(unsigned)((slots + threads - 1) / threads), 1, 1}, block = {(unsigned)threads, 1, 1};
+    if (cuda_check(e, cudaLaunchKernel((const void *)e->k_record, grid, block, args, 0,
+                                       (cudaStream_t)e->host->stream(e->ctx)),
+                   "launch energy_record"))
+        return -1;
+    e->pending++;
+    if (metro_series_push(&e->sweep, (double)st->sweep))
+        return e->host->fail(e->ctx, "out of memory after %zu samples", e->sweep.n);
+    return 0;
+}
+
 static int measure(void *self, const metro_state *st)
 {
     energy *e = self;
+    if (flush(e)) return -1; /* keep the samples in order */
     if (metro_series_push(&e->sweep, (double)st->sweep)) goto oom;
     for (int t = 0; t < e->slots; t++)
         if (metro_series_push(&e->E[t], st->energy[st->slot_replica[t]])) goto oom;
@@ -110,6 +183,7 @@ static int write_series(energy *e, const metro_state *st)
 static int finish(void *self, const metro_state *st)
 {
     energy *e = self;
+    if (flush(e)) return -1;
     if (e->write_series && write_series(e, st)) return -1;
     FILE *fs = e->host->open_output(e->ctx, "energy_stats.csv");
     if (!fs) return -1;
@@ -160,6 +234,7 @@ static int finish(void *self, const metro_state *st)
 static int save(void *self)
 {
     energy *e = self;
+    if (flush(e)) return -1;
     uint64_t h[3] = {ENERGY_MAGIC, (uint64_t)e->slots, (uint64_t)e->sweep.n};
     if (e->host->save_bytes(e->ctx, h, sizeof h) ||
         e->host->save_bytes(e->ctx, e->sweep.x, e->sweep.n * sizeof(double)))
@@ -185,6 +260,7 @@ static int restore(void *self, const void *data, size_t size)
         return e->host->fail(e->ctx, "saved state has %zu bytes, expected %llu", size,
                              (unsigned long long)(sizeof h + n * sizeof(double) * (1 + e->slots)));
     clear(e);
+    e->pending = 0; /* samples still on the device belonged to the replaced state */
     /* the buffer need not be aligned for doubles: copy value by value */
     const char *v = (const char *)data + sizeof h;
     for (uint64_t k = 0; k < n * (uint64_t)(1 + e->slots); k++) {
@@ -206,13 +282,9 @@ static const metro_observable_api api = {
     .finish = finish,
     .save = save,
     .restore = restore,
+    .measure_device = measure_device,
 };
 
-/* WORKAROUND (remove once core fixes it): plugin.h's METRO_PLUGIN names its
- * first parameter `kind`, which also rewrites `d.kind` in its body; a
- * macro `observable` expanding to `kind` puts the member name back. */
-#define observable kind
 METRO_PLUGIN(observable, "energy", "1.0.0",
              "energy of each temperature slot: series, mean and binning error, C_V/N, tau_int, ACF",
              params, api)
-#undef observable

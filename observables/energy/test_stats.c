@@ -4,6 +4,7 @@
 #include <check.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "metro/stats.h"
@@ -144,6 +145,28 @@ START_TEST(jackknife_cv)
 }
 END_TEST
 
+START_TEST(jackknife_honest_when_correlated)
+{
+    /* tau_int = 199.5 and n = 8192: 64 bins would be shorter than tau
+     * and the error ~25% too small; over 400 independent series the mean
+     * jackknife error must match the actual spread of C */
+    enum { R = 400 };
+    size_t n = 8192;
+    double s = 0, s2 = 0, se = 0;
+    for (int r = 0; r < R; r++) {
+        double *x = ar1(n, 0.995, 1000 + r), cv, err;
+        metro_jackknife_cv(x, n, 1.0, 1.0, &cv, &err);
+        s += cv;
+        s2 += cv * cv;
+        se += err;
+        free(x);
+    }
+    double spread = sqrt(s2 / R - (s / R) * (s / R)), ratio = (se / R) / spread;
+    printf("jackknife: mean error %g, spread %g\n", se / R, spread);
+    ck_assert_msg(ratio > 0.85 && ratio < 1.15, "mean error %g, spread %g", se / R, spread);
+}
+END_TEST
+
 START_TEST(degenerate)
 {
     double c5[5] = {3, 3, 3, 3, 3}, tau, cv, err, acf[3];
@@ -180,6 +203,7 @@ int main(void)
     tcase_add_test(tc, sokal_ar1);
     tcase_add_test(tc, acf);
     tcase_add_test(tc, jackknife_cv);
+    tcase_add_test(tc, jackknife_honest_when_correlated);
     tcase_add_test(tc, degenerate);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -134,11 +134,6 @@ static const metro_potential_api api = {
     .total = total,
 };
 
-/* WORKAROUND (remove once core fixes it): plugin.h's METRO_PLUGIN names its
- * first parameter `kind`, which also rewrites `d.kind` in its body; a
- * macro `potential` expanding to `kind` puts the member name back. */
-#define potential kind
 METRO_PLUGIN(potential, "lj_fene", "1.0.0",
              "elastic homopolymer: truncated-shifted LJ between all monomers + FENE bonds",
              params, api)
-#undef potential

@@ -13,6 +13,15 @@
  *                           n - 1 pair terms summed by a multi-block
  *                           reduction); auto = block for n <= 4096, else
  *                           reduction
+ *   tune = false            during equilibration, every 100 sweeps multiply
+ *                           step by (acceptance of those sweeps) /
+ *                           target_acceptance, within [1/2, 2]; the tuned
+ *                           step is logged when production starts
+ *   target_acceptance = 0.5
+ * Tuning happens at multiples of 100 sweeps of the run, however the core
+ * splits its advance() calls, so a tuned run is reproducible and the CUDA
+ * chain still equals the CPU one; a resumed tuned run continues with the
+ * tuned step (an untuned one takes step from its config).
  * A sweep is n trials.  The random numbers a sweep consumes and the move
  * are defined once in metropolis.h; both backends draw them from the
  * instance's Philox stream, so with one seed the CUDA trajectory equals the
@@ -40,11 +49,20 @@
 #define POOL_FLOATS (1u << 16)
 /* auto picks the block scheme up to this many particles */
 #define BLOCK_MAX_N 4096
+/* Sweeps between two adjustments of the step when tuning. */
+#define TUNE_SWEEPS 100
 /* Conventional scheme: threads per block, most blocks of the reduction. */
 #define RED_THREADS 256
 #define RED_MAX_BLOCKS 1024
 
 typedef enum { SCHEME_AUTO, SCHEME_BLOCK, SCHEME_REDUCTION } scheme_t;
+
+/* What save() writes before the unused uniforms; restore() reads it back. */
+typedef struct saved_state {
+    long long attempted, accepted;   /* replica 0's counters */
+    long long tune_attempted, tune_accepted; /* counters at the last tuning */
+    double step;
+} saved_state;
 
 typedef struct metropolis {
     const metro_host_api *host;
@@ -52,14 +70,17 @@ typedef struct metropolis {
     double temperature, beta;
     float step;
     int random_order;
+    int tune, tune_reported;
+    double target;
+    long long tune_att0, tune_acc0;  /* counters at the last tuning */
     scheme_t scheme;            /* resolved at start() on CUDA */
     /* set by start() */
     metro_state *st;
     const metro_potential_api *pot;
     void *pot_self;
     int n;
-    /* counters restored before start(), applied there */
-    long long saved[2];
+    /* state restored before start(), applied there */
+    saved_state saved;
     int have_saved;
     /* CPU: the pool of drawn uniforms, pool[pool_pos .. pool_n) not yet
      * used (also restored into on CUDA, from a CPU checkpoint) */
@@ -84,6 +105,10 @@ static const metro_param_decl params[] = {
     {"scheme", METRO_PARAM_CHOICE, "auto", 0, 0, "auto|block|reduction", "",
      "CUDA kernel: block (one launch per chunk of sweeps), reduction (two launches per "
      "trial), auto (block for n <= 4096)"},
+    {"tune", METRO_PARAM_BOOL, "false", 0, 0, NULL, "",
+     "adjust step every 100 sweeps of equilibration toward target_acceptance"},
+    {"target_acceptance", METRO_PARAM_REAL, "0.5", 0.05, 0.95, NULL, "",
+     "acceptance rate the tuning of step aims at"},
     METRO_PARAM_END};
 
 /* ---- helpers ------------------------------------------------------------- */
@@ -128,7 +153,11 @@ static const float *take_uniforms(metropolis *m, size_t k)
  * -1 (failed). */
 static int device_uniforms(metropolis *m, size_t k)
 {
+    cudaStream_t stream = (cudaStream_t)m->host->stream(m->ctx);
     if (k > m->ucap) {
+        /* the run's stream does not block with the legacy one: wait for the
+         * kernels that still read the old buffer before freeing it */
+        if (m->u && cuda_check(m, cudaStreamSynchronize(stream), "sync")) return -1;
         if (m->u) cudaFree(m->u);
         m->u = NULL;
         m->ucap = 0;
@@ -138,8 +167,10 @@ static int device_uniforms(metropolis *m, size_t k)
     }
     size_t rest = m->pool_n - m->pool_pos, r = rest < k ? rest : k;
     if (r) {
-        if (cuda_check(m, cudaMemcpy(m->u, m->pool + m->pool_pos, r * sizeof(float),
-                                     cudaMemcpyHostToDevice), "upload restored uniforms"))
+        if (cuda_check(m, cudaMemcpyAsync(m->u, m->pool + m->pool_pos, r * sizeof(float),
+                                          cudaMemcpyHostToDevice, stream),
+                       "upload restored uniforms") ||
+            cuda_check(m, cudaStreamSynchronize(stream), "sync"))
             return -1;
         m->pool_pos += r;
     }
@@ -159,6 +190,8 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     m->beta = 1.0 / m->temperature;
     m->step = (float)host->param_real(p, "step");
     m->random_order = strcmp(host->param_string(p, "order"), "sequential") != 0;
+    m->tune = host->param_bool(p, "tune");
+    m->target = host->param_real(p, "target_acceptance");
     const char *s = host->param_string(p, "scheme");
     m->scheme = !strcmp(s, "block") ? SCHEME_BLOCK : !strcmp(s, "reduction") ? SCHEME_REDUCTION
                                                                             : SCHEME_AUTO;
@@ -190,8 +223,11 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
     st->beta[0] = m->beta;
     st->slot_replica[0] = 0;
     if (m->have_saved) {
-        st->attempted[0] = m->saved[0];
-        st->accepted[0] = m->saved[1];
+        st->attempted[0] = m->saved.attempted;
+        st->accepted[0] = m->saved.accepted;
+    } else {
+        m->tune_att0 = st->attempted[0];
+        m->tune_acc0 = st->accepted[0];
     }
     if (st->backend != METRO_BACKEND_CUDA) {
         if (m->scheme != SCHEME_AUTO)
@@ -255,8 +291,10 @@ static int cuda_sweeps(metropolis *m, long sweeps)
     if (m->scheme == SCHEME_BLOCK) {
         int threads = (n + 31) / 32 * 32;
         if (threads > 512) threads = 512;
+        /* positions in shared memory when they fit the 48 KiB a block gets
+         * without opting in, less 1 KiB for the kernel's static arrays */
         size_t smem = (size_t)n * sizeof(metro_float4);
-        int use_smem = smem <= 48 * 1024;
+        int use_smem = smem <= 47 * 1024;
         if (!use_smem) smem = 0;
         void *args[] = {&st->d_pos, &st->d_energy, &m->d_counters, &m->u, &n, &sweeps, &ro,
                         &step, &beta, &chain, &use_smem};
@@ -283,9 +321,11 @@ static int cuda_sweeps(metropolis *m, long sweeps)
     return 0;
 }
 
-static int advance(void *self, metro_state *st, long sweeps)
+static int fetch_counters(metropolis *m);
+
+/* Sweeps in chunks of at most CHUNK_FLOATS uniforms. */
+static int run_sweeps(metropolis *m, metro_state *st, long sweeps)
 {
-    metropolis *m = self;
     const size_t per = (size_t)m->n * METRO_METROPOLIS_NU(m->random_order);
     long chunk = (long)(CHUNK_FLOATS / per);
     if (chunk < 1) chunk = 1;
@@ -299,6 +339,43 @@ static int advance(void *self, metro_state *st, long sweeps)
             cpu_sweeps(m, u, c);
         }
         sweeps -= c;
+    }
+    return 0;
+}
+
+/* One tuning step: scale step by the acceptance since the last one over
+ * the target, within [1/2, 2].  Returns 0 or -1 (failed). */
+static int tune_step(metropolis *m, metro_state *st)
+{
+    if (fetch_counters(m)) return -1;
+    long long att = st->attempted[0] - m->tune_att0, acc = st->accepted[0] - m->tune_acc0;
+    m->tune_att0 = st->attempted[0];
+    m->tune_acc0 = st->accepted[0];
+    if (att <= 0) return 0;
+    double f = ((double)acc / (double)att) / m->target;
+    f = f < 0.5 ? 0.5 : f > 2.0 ? 2.0 : f;
+    m->step = (float)(m->step * f);
+    return 0;
+}
+
+static int advance(void *self, metro_state *st, long sweeps)
+{
+    metropolis *m = self;
+    if (m->tune && st->measuring && !m->tune_reported) {
+        m->tune_reported = 1;
+        m->host->log(m->ctx, METRO_LOG_INFO, "step tuned during equilibration to %.6g (target acceptance %g)",
+                     (double)m->step, m->target);
+    }
+    for (long done = 0; done < sweeps;) {
+        long seg = sweeps - done;
+        int tuning = m->tune && !st->measuring;
+        if (tuning) { /* stop at the next multiple of TUNE_SWEEPS of the run */
+            long to_next = TUNE_SWEEPS - (long)((st->sweep + done) % TUNE_SWEEPS);
+            if (seg > to_next) seg = to_next;
+        }
+        if (run_sweeps(m, st, seg)) return -1;
+        done += seg;
+        if (tuning && (st->sweep + done) % TUNE_SWEEPS == 0 && tune_step(m, st)) return -1;
     }
     return 0;
 }
@@ -342,24 +419,27 @@ static int finish(void *self, metro_state *st)
     fprintf(f, "replica,attempted,accepted,rate\n0,%lld,%lld,%.6f\n", a, c, rate);
     if (fclose(f)) return m->host->fail(m->ctx, "cannot write acceptance.csv");
     m->host->log(m->ctx, METRO_LOG_INFO,
-                 "acceptance %.4f (%lld of %lld trials) at T = %g, step %g", rate, c, a,
-                 m->temperature, (double)m->step);
+                 "acceptance %.4f (%lld of %lld trials) at T = %g, step %g%s", rate, c, a,
+                 m->temperature, (double)m->step, m->tune ? " (tuned)" : "");
     return 0;
 }
 
-/* Saved state: the two counters (attempted, accepted), then the uniforms
+/* Saved state: a saved_state (counters, tuning, step), then the uniforms
  * drawn from the stream but not used yet (the pool), so that a restart
  * from the stream's saved offset continues the very same chain. */
 static int save(void *self)
 {
     metropolis *m = self;
-    long long c[2] = {m->saved[0], m->saved[1]};
+    saved_state v = m->saved;
     if (m->st) {
         if (fetch_counters(m)) return -1;
-        c[0] = m->st->attempted[0];
-        c[1] = m->st->accepted[0];
+        v.attempted = m->st->attempted[0];
+        v.accepted = m->st->accepted[0];
     }
-    if (m->host->save_bytes(m->ctx, c, sizeof c)) return -1;
+    v.tune_attempted = m->tune_att0;
+    v.tune_accepted = m->tune_acc0;
+    v.step = m->step;
+    if (m->host->save_bytes(m->ctx, &v, sizeof v)) return -1;
     size_t rest = m->pool_n - m->pool_pos;
     return rest ? m->host->save_bytes(m->ctx, m->pool + m->pool_pos, rest * sizeof(float)) : 0;
 }
@@ -367,21 +447,29 @@ static int save(void *self)
 static int restore(void *self, const void *data, size_t size)
 {
     metropolis *m = self;
-    if (size < sizeof m->saved || (size - sizeof m->saved) % sizeof(float))
-        return m->host->fail(m->ctx, "saved state has %zu bytes: not 16 + 4k", size);
-    memcpy(m->saved, data, sizeof m->saved);
+    if (size < sizeof(saved_state) || (size - sizeof(saved_state)) % sizeof(float))
+        return m->host->fail(m->ctx, "saved state has %zu bytes: not %zu + 4k", size,
+                             sizeof(saved_state));
+    memcpy(&m->saved, data, sizeof m->saved);
     m->have_saved = 1;
-    size_t rest = (size - sizeof m->saved) / sizeof(float);
+    if (m->tune) m->step = (float)m->saved.step; /* tuned: state; else: the config's */
+    m->tune_att0 = m->saved.tune_attempted;
+    m->tune_acc0 = m->saved.tune_accepted;
+    size_t rest = (size - sizeof(saved_state)) / sizeof(float);
     if (reserve_pool(m, rest)) return -1;
-    memcpy(m->pool, (const char *)data + sizeof m->saved, rest * sizeof(float));
+    memcpy(m->pool, (const char *)data + sizeof(saved_state), rest * sizeof(float));
     m->pool_pos = 0;
     m->pool_n = rest;
-    if (!m->st) return 0; /* start() applies them */
-    m->st->attempted[0] = m->saved[0];
-    m->st->accepted[0] = m->saved[1];
-    if (m->st->backend == METRO_BACKEND_CUDA && m->d_counters)
-        return cuda_check(m, cudaMemcpy(m->d_counters, m->saved, sizeof m->saved,
-                                        cudaMemcpyHostToDevice), "upload counters");
+    if (!m->st) return 0; /* start() applies the counters */
+    m->st->attempted[0] = m->saved.attempted;
+    m->st->accepted[0] = m->saved.accepted;
+    long long c[2] = {m->saved.attempted, m->saved.accepted};
+    if (m->st->backend == METRO_BACKEND_CUDA && m->d_counters) {
+        cudaStream_t stream = (cudaStream_t)m->host->stream(m->ctx);
+        return cuda_check(m, cudaMemcpyAsync(m->d_counters, c, sizeof c, cudaMemcpyHostToDevice,
+                                             stream), "upload counters") ||
+               cuda_check(m, cudaStreamSynchronize(stream), "sync");
+    }
     return 0;
 }
 
@@ -397,11 +485,6 @@ static const metro_sampler_api api = {
     .restore = restore,
 };
 
-/* WORKAROUND (remove once core fixes it): plugin.h's METRO_PLUGIN names its
- * first parameter `kind`, which also rewrites `d.kind` in its body; a
- * macro `sampler` expanding to `kind` puts the member name back. */
-#define sampler kind
 METRO_PLUGIN(sampler, "metropolis", "1.0.0",
              "single-chain Metropolis with local moves (CPU reference; CUDA block or reduction)",
              params, api)
-#undef sampler

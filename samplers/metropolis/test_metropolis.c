@@ -66,6 +66,95 @@ START_TEST(orders_differ)
 }
 END_TEST
 
+START_TEST(step_tuning)
+{
+    /* step 0.5 at T = 0.5 is far too large; tuning brings the acceptance
+     * to the target, and the log says to which step */
+    static const char *const tune[] = {"sampler.tune=true", "sampler.target_acceptance=0.4"};
+    double rate[2];
+    for (int k = 0; k < 2; k++) {
+        char ini[2048], path[4200];
+        chain_ini(ini, sizeof ini, 13, 20000, 0.5, 0.5, "random", "auto", 100);
+        metro_sim *sim = metro_test_sim(ini, "cpu", tune, k ? 2 : 0);
+        metro_error err = {0};
+        ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+        snprintf(path, sizeof path, "%s/acceptance.csv", metro_test_run_dir());
+        rate[k] = metro_test_csv(path, 0, "rate");
+        snprintf(path, sizeof path, "%s/log.txt", metro_test_run_dir());
+        char *log = metro_test_slurp(path);
+        ck_assert_ptr_nonnull(log);
+        const char *said = strstr(log, "step tuned during equilibration to ");
+        ck_assert_msg((said != NULL) == (k == 1), "%s", log);
+        if (said) {
+            double step = atof(said + strlen("step tuned during equilibration to "));
+            ck_assert_msg(step > 0.01 && step < 0.25, "tuned step %g", step);
+        }
+        free(log);
+        metro_sim_destroy(sim);
+    }
+    ck_assert_msg(rate[0] < 0.2, "untuned acceptance %g", rate[0]);
+    ck_assert_msg(fabs(rate[1] - 0.4) < 0.05, "tuned acceptance %g", rate[1]);
+}
+END_TEST
+
+START_TEST(tuning_ignores_call_sizes)
+{
+    /* tuning happens at multiples of 100 sweeps of the run, so the chain
+     * does not depend on how advance() calls split the sweeps (advance
+     * alone never leaves equilibration, so it tunes throughout) */
+    static const char *const tune[] = {"sampler.tune=true"};
+    char ini[2048];
+    chain_ini(ini, sizeof ini, 13, 100, 0.5, 0.5, "random", "auto", 1);
+    long long accepted[2];
+    metro_float4 pos[2][13];
+    for (int k = 0; k < 2; k++) {
+        metro_sim *sim = metro_test_sim(ini, "cpu", tune, 1);
+        metro_error err = {0};
+        for (long done = 0, c = k ? 37 : 1000; done < 1000; done += c) {
+            if (c > 1000 - done) c = 1000 - done;
+            ck_assert_int_eq(metro_sim_advance(sim, c, &err), METRO_OK);
+        }
+        const metro_state *st = metro_sim_state(sim, &err);
+        accepted[k] = st->accepted[0];
+        memcpy(pos[k], st->pos, sizeof pos[k]);
+        metro_sim_destroy(sim);
+    }
+    ck_assert_int_eq(accepted[0], accepted[1]);
+    ck_assert_mem_eq(pos[0], pos[1], sizeof pos[0]);
+    ck_assert_int_gt(accepted[0], 13 * 1000 / 4); /* it did tune: untuned is < 20% */
+}
+END_TEST
+
+START_TEST(tuned_resume_is_exact)
+{
+    /* the tuned step is part of the saved state: a run stopped in
+     * production and resumed ends as the uninterrupted run */
+    char d[] = "/tmp/metro-tune-XXXXXX", ini[2048], path[1024], args[4096];
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    for (int k = 0; k < 2; k++) {
+        chain_ini(ini, sizeof ini, 13, k ? 600 : 1200, 0.5, 0.5, "random", "auto", 3);
+        snprintf(path, sizeof path, "%s/%s.ini", d, k ? "half" : "full");
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fprintf(f, "%s", ini);
+        fclose(f);
+        snprintf(args, sizeof args, "run %s --device cpu --output %s/%s --quiet --set sampler.tune=true",
+                 path, d, k ? "split" : "full");
+        ck_assert_int_eq(metro_test_cli(args, NULL, NULL), 0);
+    }
+    char *e = NULL;
+    snprintf(args, sizeof args, "resume %s/split --set run.sweeps=1200 --device cpu --quiet", d);
+    ck_assert_msg(metro_test_cli(args, NULL, &e) == 0, "%s", e);
+    free(e);
+    snprintf(args, sizeof args, "cmp -s %s/full/energy_stats.csv %s/split/energy_stats.csv", d, d);
+    ck_assert_msg(system(args) == 0, "energy statistics differ in %s", d);
+    snprintf(args, sizeof args, "cmp -s %s/full/acceptance.csv %s/split/acceptance.csv", d, d);
+    ck_assert_msg(system(args) == 0, "acceptance differs in %s", d);
+    snprintf(args, sizeof args, "rm -rf %s", d);
+    ck_assert_int_eq(system(args), 0);
+}
+END_TEST
+
 START_TEST(dimer_random)
 {
     dimer_exact("cpu", 0.5, "random", "auto", 1000000, 1.2e-3);
@@ -90,6 +179,9 @@ int main(void)
     tcase_add_test(tc, acceptance_sane);
     tcase_add_test(tc, energy_bookkeeping);
     tcase_add_test(tc, orders_differ);
+    tcase_add_test(tc, step_tuning);
+    tcase_add_test(tc, tuning_ignores_call_sizes);
+    tcase_add_test(tc, tuned_resume_is_exact);
     tcase_add_test(tc, dimer_random);
     tcase_add_test(tc, dimer_sequential);
     suite_add_tcase(s, tc);

@@ -28,6 +28,31 @@ START_TEST(trajectory_long_chains)
 }
 END_TEST
 
+START_TEST(whole_run_same_series)
+{
+    /* a whole run (equilibration, energy checks, measuring on the device
+     * with energy's measure_device) gives the CPU run's time series */
+    static const char *const series[] = {"observable energy.series=true"};
+    char ini[2048], path[2][4200];
+    chain_ini(ini, sizeof ini, 13, 3000, 0.7, 0.05, "random", "auto", 3);
+    const char *dev[2] = {"cpu", "cuda"};
+    for (int k = 0; k < 2; k++) {
+        metro_sim *sim = metro_test_sim(ini, dev[k], series, 1);
+        metro_error err = {0};
+        ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+        snprintf(path[k], sizeof path[k], "%s/energy.csv", metro_test_run_dir());
+        metro_sim_destroy(sim);
+    }
+    for (int row = 0; row < 1000; row += 37) {
+        ck_assert_double_eq(metro_test_csv(path[1], row, "sweep"), metro_test_csv(path[0], row, "sweep"));
+        double a = metro_test_csv(path[0], row, "E"), b = metro_test_csv(path[1], row, "E");
+        ck_assert_msg(fabs(a - b) < 1e-5 * (1 + fabs(a)), "row %d: cpu E %.10g, cuda %.10g", row, a, b);
+    }
+    ck_assert(isnan(metro_test_csv(path[1], 1000, "E")));
+    ck_assert(!isnan(metro_test_csv(path[1], 999, "E")));
+}
+END_TEST
+
 START_TEST(dimer_cuda)
 {
     dimer_exact("cuda", 0.5, "random", "block", 400000, 2e-3);
@@ -45,6 +70,7 @@ int main(void)
     tcase_add_test(tc, trajectory_13mer_block);
     tcase_add_test(tc, trajectory_13mer_reduction);
     tcase_add_test(tc, trajectory_long_chains);
+    tcase_add_test(tc, whole_run_same_series);
     tcase_add_test(tc, dimer_cuda);
     suite_add_tcase(s, tc);
     return metro_test_main(s);

@@ -62,6 +62,9 @@ const metro_state *metro_sim_state(metro_sim *sim, metro_error *err);
 
 /* Backend actually in use, and a description ("CPU", "NVIDIA H100 ..."). */
 metro_backend metro_sim_backend(const metro_sim *sim);
+/* The CUDA stream the plugins run on (a cudaStream_t; NULL on the CPU):
+ * for timing with CUDA events. */
+void *metro_sim_stream(const metro_sim *sim);
 const char *metro_sim_device_name(const metro_sim *sim);
 
 /* Total energy of replica r recomputed from scratch (CPU loop of the

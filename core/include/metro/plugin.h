@@ -162,6 +162,8 @@ typedef struct metro_state {
     double *d_energy;        /* device copy (CUDA backend) */
     double *beta;            /* host: inverse temperature of each slot */
     int *slot_replica;       /* host: replica in each slot */
+    int *d_slot_replica;     /* device copy of slot_replica, kept by samplers
+                                that permute slots (NULL: the identity) */
     long long *accepted;     /* host: accepted local moves of each replica */
     long long *attempted;    /* host: attempted local moves of each replica */
     long long sweep;         /* sweeps done so far, equilibration included */
@@ -240,6 +242,12 @@ typedef struct metro_observable_api {
      * stopped run (metro resume); same contract as the sampler's. */
     int (*save)(void *self);
     int (*restore)(void *self, const void *data, size_t size);
+    /* Optional (NULL when absent).  On the CUDA backend, when every
+     * observable due at a sweep has it, the core skips the host sync and
+     * calls this instead of measure(): read st->d_pos, st->d_energy and
+     * st->d_slot_replica, accumulate on the device (kernels on
+     * host->stream), copy back in bulk in finish() and save(). */
+    int (*measure_device)(void *self, const metro_state *st);
 } metro_observable_api;
 
 /* ---- the descriptor ----------------------------------------------------- */

@@ -1,0 +1,421 @@
+/* polymer_shape — thermodynamics and shape of a chain at every temperature
+ * slot (PHYSICS.md §1 "Observables", seed 000 §4.1, Figs. 4 and 5).
+ *
+ * Every `every` sweeps it records, for every slot (temperature) t, the
+ * energy of the replica there and its squared radius of gyration r_gyr^2
+ * and squared end-to-end distance R_ee^2 (polymer_shape.h).  Slots of the
+ * same temperature in several ladders are pooled.  At the end it writes:
+ *
+ *   thermo.csv — one row per temperature, columns exactly
+ *     T,E_mean,E_err,Cv_per_N,Cv_err,Rg2_mean,Rg2_err,Rg2_var,Ree2_mean,Ree2_err,tau_int,samples
+ *     errors of means by binning, of C_V/N = beta^2 (<E^2> - <E>^2)/N by
+ *     the jackknife over bins (metro/stats.h); Rg2_var = <r^4> - <r^2>^2;
+ *     tau_int of the energy in units of measurements; with several ladders
+ *     each ladder is a separate series and the errors combine.
+ *   thermo_reweighted.csv — the same leading columns (tau_int and samples
+ *     left out) and Rg2_var_err,dRg2_dT,dRg2_dT_err, on `reweight_points`
+ *     temperatures spread geometrically over the simulated range plus the
+ *     simulated temperatures themselves, by multiple-histogram reweighting
+ *     (polymer_shape_wham.h) of all slots' samples; errors by the
+ *     jackknife over `jackknife` blocks of the time series;
+ *     d<r^2>/dT = beta^2 (<r^2 E> - <r^2><E>).
+ *   cv.png, rg2_fluct.png — gnuplot plots of C_V/N (points with error bars
+ *     and the reweighted curve) and of the r_gyr^2 fluctuations (variance
+ *     and d<r_gyr^2>/dT), when gnuplot is on PATH (else a warning); the
+ *     script, plot.gp, stays in the run directory to be re-run anywhere.
+ *
+ * Memory: the series are kept whole up to `max_memory_mb`; past that every
+ * other sample is dropped and recording continues at twice the interval.
+ * On CUDA the measurement reads the host copies the core synchronises
+ * before measuring (a device kernel for the shape would save that copy).
+ */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metro/plugin.h"
+#include "metro/stats.h"
+
+#include "polymer_shape.h"
+#include "polymer_shape_wham.h"
+
+static const metro_param_decl params[] = {
+    {"reweight", METRO_PARAM_BOOL, "true", 0, 0, NULL, "", "write thermo_reweighted.csv (multiple histograms)"},
+    {"reweight_points", METRO_PARAM_INT, "200", 2, 1000000, NULL, "", "temperatures of the reweighted curve"},
+    {"bin_width", METRO_PARAM_REAL, "0", 0, 1e9, NULL, "energy",
+     "energy bin of the histograms (0: T_min / 20, so beta x bin <= 0.05)"},
+    {"jackknife", METRO_PARAM_INT, "8", 2, 64, NULL, "", "blocks of the jackknife of the reweighted curve"},
+    {"plots", METRO_PARAM_BOOL, "true", 0, 0, NULL, "", "draw cv.png and rg2_fluct.png with gnuplot"},
+    {"max_memory_mb", METRO_PARAM_INT, "512", 1, 1048576, NULL, "MiB", "memory for the time series"},
+    METRO_PARAM_END};
+
+typedef struct ps {
+    const metro_host_api *host;
+    metro_ctx *ctx;
+    int n, slots;
+    int reweight, points, jack, plots;
+    double bin_width;
+    size_t cap;              /* samples per series before thinning */
+    long long measured;      /* measure() calls */
+    long long stride;        /* record every stride-th call */
+    metro_series *e, *a, *b; /* per slot: E, r_gyr^2, R_ee^2 */
+} ps;
+
+static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *pp, const metro_setup *setup,
+                  void **out)
+{
+    if (setup->particles < 2) return host->fail(ctx, "a chain needs at least 2 particles");
+    ps *self = calloc(1, sizeof *self);
+    if (!self) return host->fail(ctx, "out of memory");
+    self->host = host;
+    self->ctx = ctx;
+    self->n = setup->particles;
+    self->slots = setup->replicas;
+    self->reweight = host->param_bool(pp, "reweight");
+    self->points = (int)host->param_int(pp, "reweight_points");
+    self->jack = (int)host->param_int(pp, "jackknife");
+    self->plots = host->param_bool(pp, "plots");
+    self->bin_width = host->param_real(pp, "bin_width");
+    double bytes = (double)host->param_int(pp, "max_memory_mb") * 1048576.0;
+    double c = bytes / (3.0 * sizeof(double) * self->slots);
+    self->cap = c < 1024 ? 1024 : c > 1e12 ? (size_t)1e12 : (size_t)c;
+    self->stride = 1;
+    self->e = calloc((size_t)self->slots, sizeof *self->e);
+    self->a = calloc((size_t)self->slots, sizeof *self->a);
+    self->b = calloc((size_t)self->slots, sizeof *self->b);
+    if (!self->e || !self->a || !self->b) {
+        free(self->e); free(self->a); free(self->b); free(self);
+        return host->fail(ctx, "out of memory");
+    }
+    *out = self;
+    return 0;
+}
+
+static void destroy(void *vself)
+{
+    ps *self = vself;
+    if (!self) return;
+    for (int t = 0; t < self->slots; ++t) {
+        metro_series_free(&self->e[t]);
+        metro_series_free(&self->a[t]);
+        metro_series_free(&self->b[t]);
+    }
+    free(self->e);
+    free(self->a);
+    free(self->b);
+    free(self);
+}
+
+static void thin(metro_series *s)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < s->n; i += 2) s->x[j++] = s->x[i];
+    s->n = j;
+}
+
+static int measure(void *vself, const metro_state *st)
+{
+    ps *self = vself;
+    if (st->replicas != self->slots) return self->host->fail(self->ctx, "the number of replicas changed");
+    if (self->measured++ % self->stride) return 0;
+    if (self->e[0].n >= self->cap) { /* all series are equally long */
+        for (int t = 0; t < self->slots; ++t) {
+            thin(&self->e[t]);
+            thin(&self->a[t]);
+            thin(&self->b[t]);
+        }
+        self->stride *= 2;
+        self->host->log(self->ctx, METRO_LOG_INFO, "series full: keeping every %lld-th measurement from now",
+                        self->stride);
+    }
+    for (int t = 0; t < self->slots; ++t) {
+        int r = st->slot_replica[t];
+        double rg2, ree2;
+        metro_polymer_shape(st->pos + (size_t)r * self->n, self->n, &rg2, &ree2);
+        if (metro_series_push(&self->e[t], st->energy[r]) || metro_series_push(&self->a[t], rg2) ||
+            metro_series_push(&self->b[t], ree2))
+            return self->host->fail(self->ctx, "out of memory");
+    }
+    return 0;
+}
+
+/* ---- per-temperature results ------------------------------------------ */
+
+/* Distinct temperatures of the slots, in ascending T (descending beta)
+ * into beta_k; slot t gets its index in kidx[t].  Returns K. */
+static int temperatures(const metro_state *st, double *beta_k, int *kidx)
+{
+    int K = 0;
+    for (int t = 0; t < st->replicas; ++t) {
+        int k;
+        for (k = 0; k < K; ++k)
+            if (fabs(beta_k[k] - st->beta[t]) <= 1e-12 * st->beta[t]) break;
+        if (k == K) beta_k[K++] = st->beta[t];
+        kidx[t] = k;
+    }
+    /* sort by ascending T (descending beta), remap */
+    for (int i = 1; i < K; ++i)
+        for (int j = i; j > 0 && beta_k[j] > beta_k[j - 1]; --j) {
+            double x = beta_k[j]; beta_k[j] = beta_k[j - 1]; beta_k[j - 1] = x;
+        }
+    for (int t = 0; t < st->replicas; ++t)
+        for (int k = 0; k < K; ++k)
+            if (fabs(beta_k[k] - st->beta[t]) <= 1e-12 * st->beta[t]) kidx[t] = k;
+    return K;
+}
+
+static int write_thermo(ps *self, const metro_state *st, const double *beta_k, const int *kidx, int K)
+{
+    FILE *f = self->host->open_output(self->ctx, "thermo.csv");
+    if (!f) return -1;
+    fprintf(f, "T,E_mean,E_err,Cv_per_N,Cv_err,Rg2_mean,Rg2_err,Rg2_var,Ree2_mean,Ree2_err,tau_int,samples\n");
+    for (int k = 0; k < K; ++k) {
+        double em = 0, ee = 0, cv = 0, ce = 0, am = 0, ae = 0, av = 0, bm = 0, be = 0, tau = 0;
+        int L = 0;
+        size_t samples = 0;
+        for (int t = 0; t < st->replicas; ++t) {
+            if (kidx[t] != k) continue;
+            const metro_series *E = &self->e[t], *A = &self->a[t], *B = &self->b[t];
+            double tu, err, c, cerr;
+            err = metro_binning_error(E->x, E->n, &tu);
+            em += metro_mean(E->x, E->n);
+            ee += err * err;
+            tau += tu;
+            metro_jackknife_cv(E->x, E->n, beta_k[k], self->n, &c, &cerr);
+            cv += c;
+            ce += cerr * cerr;
+            am += metro_mean(A->x, A->n);
+            err = metro_binning_error(A->x, A->n, NULL);
+            ae += err * err;
+            av += metro_variance(A->x, A->n);
+            bm += metro_mean(B->x, B->n);
+            err = metro_binning_error(B->x, B->n, NULL);
+            be += err * err;
+            samples += E->n;
+            ++L;
+        }
+        /* L independent ladders: means of their estimates */
+        fprintf(f, "%.9g,%.10g,%.4g,%.8g,%.4g,%.8g,%.4g,%.6g,%.8g,%.4g,%.4g,%zu\n", 1.0 / beta_k[k], em / L,
+                sqrt(ee) / L, cv / L, sqrt(ce) / L, am / L, sqrt(ae) / L, av / L, bm / L, sqrt(be) / L, tau / L,
+                samples);
+    }
+    if (fclose(f)) return self->host->fail(self->ctx, "thermo.csv: write error");
+    return 0;
+}
+
+/* ---- reweighting -------------------------------------------------------- */
+
+/* The quantities of the reweighted curve at one temperature. */
+enum { RW_E, RW_CV, RW_A, RW_AVAR, RW_B, RW_DADT, RW_N };
+
+static void derived(const metro__wham_avg *a, double beta, int n, double *v)
+{
+    v[RW_E] = a->e;
+    v[RW_CV] = beta * beta * (a->e2 - a->e * a->e) / n;
+    v[RW_A] = a->a;
+    v[RW_AVAR] = a->a2 - a->a * a->a;
+    v[RW_B] = a->b;
+    v[RW_DADT] = beta * beta * (a->ae - a->a * a->e);
+}
+
+/* Histogram of all samples of the slots, leaving out block `skip` (of
+ * self->jack) of every series (-1: none). */
+static int fill(ps *self, const metro_state *st, metro__wham *w, const double *beta_k, const int *kidx, int K,
+                double lo, double hi, double width, int skip)
+{
+    if (metro__wham_init(w, K, beta_k, lo, hi, width)) return -1;
+    for (int t = 0; t < st->replicas; ++t) {
+        size_t n = self->e[t].n, b0 = 0, b1 = 0;
+        if (skip >= 0) {
+            b0 = n * (size_t)skip / (size_t)self->jack;
+            b1 = n * (size_t)(skip + 1) / (size_t)self->jack;
+        }
+        for (size_t i = 0; i < n; ++i)
+            if (i < b0 || i >= b1) metro__wham_add(w, kidx[t], self->e[t].x[i], self->a[t].x[i], self->b[t].x[i]);
+    }
+    return 0;
+}
+
+static int write_reweighted(ps *self, const metro_state *st, const double *beta_k, const int *kidx, int K)
+{
+    const metro_host_api *host = self->host;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int t = 0; t < st->replicas; ++t)
+        for (size_t i = 0; i < self->e[t].n; ++i) {
+            if (self->e[t].x[i] < lo) lo = self->e[t].x[i];
+            if (self->e[t].x[i] > hi) hi = self->e[t].x[i];
+        }
+    double tmin = 1.0 / beta_k[0], tmax = 1.0 / beta_k[K - 1];
+    double width = self->bin_width > 0 ? self->bin_width : tmin / 20.0;
+    if ((hi - lo) / width > 2e6) width = (hi - lo) / 2e6; /* at most 2 million bins */
+
+    /* the grid: geometric points over the range and the simulated T */
+    int G = self->points + K;
+    double *T = malloc((size_t)G * sizeof *T);
+    double *val = calloc((size_t)G * RW_N * (self->jack + 1), sizeof *val);
+    if (!T || !val) { free(T); free(val); return host->fail(self->ctx, "out of memory"); }
+    for (int i = 0; i < self->points; ++i) T[i] = tmin * pow(tmax / tmin, (double)i / (self->points - 1));
+    for (int k = 0; k < K; ++k) T[self->points + k] = 1.0 / beta_k[k];
+    for (int i = 1; i < G; ++i)
+        for (int j = i; j > 0 && T[j] < T[j - 1]; --j) { double x = T[j]; T[j] = T[j - 1]; T[j - 1] = x; }
+    int g = 0; /* a simulated temperature on the grid appears once */
+    for (int i = 0; i < G; ++i)
+        if (!g || T[i] > T[g - 1] * (1 + 1e-9)) T[g++] = T[i];
+    G = g;
+
+    metro__wham full;
+    if (fill(self, st, &full, beta_k, kidx, K, lo, hi, width, -1)) {
+        free(T); free(val);
+        return host->fail(self->ctx, "out of memory");
+    }
+    long it = metro__wham_solve(&full, 1e-10, 200000, 0);
+    if (it < 0) host->log(self->ctx, METRO_LOG_WARN, "reweighting: the free energies did not converge to 1e-10");
+    else host->log(self->ctx, METRO_LOG_INFO, "reweighting: %d temperatures, %d bins of %g, converged in %ld iterations",
+                   K, full.nbins, width, it);
+    for (int i = 0; i < G; ++i) {
+        metro__wham_avg a;
+        metro__wham_average(&full, 1.0 / T[i], &a);
+        derived(&a, 1.0 / T[i], self->n, val + (size_t)i * RW_N);
+    }
+    /* jackknife: the same with one block of every series left out */
+    for (int j = 0; j < self->jack; ++j) {
+        metro__wham w;
+        if (fill(self, st, &w, beta_k, kidx, K, lo, hi, width, j)) break;
+        memcpy(w.f, full.f, (size_t)K * sizeof *w.f);
+        metro__wham_solve(&w, 1e-10, 200000, 1);
+        for (int i = 0; i < G; ++i) {
+            metro__wham_avg a;
+            metro__wham_average(&w, 1.0 / T[i], &a);
+            derived(&a, 1.0 / T[i], self->n, val + ((size_t)(j + 1) * G + i) * RW_N);
+        }
+        metro__wham_free(&w);
+    }
+    metro__wham_free(&full);
+
+    FILE *f = host->open_output(self->ctx, "thermo_reweighted.csv");
+    if (!f) { free(T); free(val); return -1; }
+    fprintf(f, "T,E_mean,E_err,Cv_per_N,Cv_err,Rg2_mean,Rg2_err,Rg2_var,Ree2_mean,Ree2_err,Rg2_var_err,dRg2_dT,"
+               "dRg2_dT_err\n");
+    for (int i = 0; i < G; ++i) {
+        double err[RW_N];
+        for (int q = 0; q < RW_N; ++q) {
+            double m = 0, s = 0;
+            for (int j = 0; j < self->jack; ++j) m += val[((size_t)(j + 1) * G + i) * RW_N + q] / self->jack;
+            for (int j = 0; j < self->jack; ++j) {
+                double d = val[((size_t)(j + 1) * G + i) * RW_N + q] - m;
+                s += d * d;
+            }
+            err[q] = sqrt((double)(self->jack - 1) / self->jack * s);
+        }
+        const double *v = val + (size_t)i * RW_N;
+        fprintf(f, "%.9g,%.10g,%.4g,%.8g,%.4g,%.8g,%.4g,%.6g,%.8g,%.4g,%.4g,%.6g,%.4g\n", T[i], v[RW_E], err[RW_E],
+                v[RW_CV], err[RW_CV], v[RW_A], err[RW_A], v[RW_AVAR], v[RW_B], err[RW_B], err[RW_AVAR], v[RW_DADT],
+                err[RW_DADT]);
+    }
+    free(T);
+    free(val);
+    if (fclose(f)) return host->fail(self->ctx, "thermo_reweighted.csv: write error");
+    return 0;
+}
+
+/* ---- plots -------------------------------------------------------------- */
+
+static void plots(ps *self)
+{
+    const metro_host_api *host = self->host;
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
+        host->log(self->ctx, METRO_LOG_WARN, "gnuplot is not on PATH: no plots (plot.gp is written all the same)");
+    }
+    FILE *f = host->open_output(self->ctx, "plot.gp");
+    if (!f) return;
+    int rw = self->reweight;
+    fprintf(f,
+            "# gnuplot script of the polymer_shape observable; run it in the run directory: gnuplot plot.gp\n"
+            "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) { set terminal pngcairo size 960,640 } else { set terminal png size 960,640 }\n"
+            "set datafile separator ','\n"
+            "set key top right\nset grid\nset xlabel 'T'\n"
+            "set output 'cv.png'\nset ylabel 'C_V / N'\nset title 'Specific heat per monomer (N = %d)'\n"
+            "plot 'thermo.csv' skip 1 using 1:4:5 with yerrorbars pt 7 ps 0.6 title 'simulated temperatures'%s\n"
+            "set output 'rg2_fluct.png'\nset multiplot layout 2,1\n"
+            "set ylabel 'var(r_{gyr}^2)'\nset title 'Fluctuations of the squared radius of gyration'\n"
+            "plot 'thermo.csv' skip 1 using 1:8 with points pt 7 ps 0.6 title 'simulated temperatures'%s\n"
+            "set ylabel 'd<r_{gyr}^2>/dT'\nset title ''\n"
+            "%s\nunset multiplot\n",
+            self->n,
+            rw ? ", 'thermo_reweighted.csv' skip 1 using 1:4 with lines lw 2 title 'multiple-histogram reweighting'" : "",
+            rw ? ", 'thermo_reweighted.csv' skip 1 using 1:8 with lines lw 2 title 'reweighted'" : "",
+            rw ? "plot 'thermo_reweighted.csv' skip 1 using 1:12:13 with yerrorlines pt 0 lw 2 title 'reweighted, beta^2 (<r^2 E> - <r^2><E>)'"
+               : "plot 'thermo.csv' skip 1 using 1:6:7 with yerrorbars title '<r_{gyr}^2>'");
+    fclose(f);
+    if (system("command -v gnuplot >/dev/null 2>&1") != 0) return;
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot plot.gp >gnuplot.log 2>&1", host->run_dir(self->ctx));
+    if (system(cmd) != 0) host->log(self->ctx, METRO_LOG_WARN, "gnuplot failed: see gnuplot.log in the run directory");
+}
+
+static int finish(void *vself, const metro_state *st)
+{
+    ps *self = vself;
+    if (self->e[0].n < 4) {
+        self->host->log(self->ctx, METRO_LOG_WARN, "fewer than 4 measurements: no thermo.csv");
+        return 0;
+    }
+    double *beta_k = malloc((size_t)st->replicas * sizeof *beta_k);
+    int *kidx = malloc((size_t)st->replicas * sizeof *kidx);
+    if (!beta_k || !kidx) { free(beta_k); free(kidx); return self->host->fail(self->ctx, "out of memory"); }
+    int K = temperatures(st, beta_k, kidx);
+    int rc = write_thermo(self, st, beta_k, kidx, K);
+    if (!rc && self->reweight) rc = write_reweighted(self, st, beta_k, kidx, K);
+    if (!rc && self->plots) plots(self);
+    free(beta_k);
+    free(kidx);
+    return rc;
+}
+
+/* ---- save / restore ----------------------------------------------------- */
+
+static int save(void *vself)
+{
+    ps *self = vself;
+    const metro_host_api *h = self->host;
+    long long head[3] = {self->measured, self->stride, (long long)self->e[0].n};
+    if (h->save_bytes(self->ctx, head, sizeof head)) return -1;
+    for (int t = 0; t < self->slots; ++t)
+        if (h->save_bytes(self->ctx, self->e[t].x, self->e[t].n * sizeof(double)) ||
+            h->save_bytes(self->ctx, self->a[t].x, self->a[t].n * sizeof(double)) ||
+            h->save_bytes(self->ctx, self->b[t].x, self->b[t].n * sizeof(double)))
+            return -1;
+    return 0;
+}
+
+static int restore(void *vself, const void *data, size_t size)
+{
+    ps *self = vself;
+    long long head[3];
+    if (size < sizeof head) return self->host->fail(self->ctx, "checkpoint: truncated");
+    memcpy(head, data, sizeof head);
+    size_t n = (size_t)head[2];
+    if (head[1] < 1 || size != sizeof head + 3 * n * sizeof(double) * self->slots)
+        return self->host->fail(self->ctx, "checkpoint: %zu bytes do not fit %d slots", size, self->slots);
+    const double *x = (const double *)((const char *)data + sizeof head);
+    for (int t = 0; t < self->slots; ++t) {
+        metro_series *s[3] = {&self->e[t], &self->a[t], &self->b[t]};
+        for (int q = 0; q < 3; ++q) {
+            s[q]->n = 0;
+            for (size_t i = 0; i < n; ++i)
+                if (metro_series_push(s[q], x[i])) return self->host->fail(self->ctx, "out of memory");
+            x += n;
+        }
+    }
+    self->measured = head[0];
+    self->stride = head[1];
+    return 0;
+}
+
+static const metro_observable_api api = {METRO_ABI_VERSION, create, destroy, measure, finish, save, restore, NULL};
+
+METRO_PLUGIN(observable, "polymer_shape", "1.0.0",
+             "per temperature: energy, C_V/N, r_gyr^2 and its fluctuation, R_ee^2; multiple-histogram curve; plots",
+             params, api)

@@ -1,0 +1,27 @@
+/* coulomb_hs.cu — the device ABI of metro/device.h for coulomb_hs.  The math
+ * is coulomb_hs.h, shared with the CPU loops; the parameter block is the
+ * coulomb_hs_params that device_params() hands the core. */
+#include "metro/device.h"
+
+#include "coulomb_hs.h"
+
+static __device__ __forceinline__ const coulomb_hs_params *coulomb_hs_p(void)
+{
+    return (const coulomb_hs_params *)metro_potential_params;
+}
+
+extern "C" __device__ float metro_pair_energy(float4 a, float4 b)
+{
+    return coulomb_hs_pair(coulomb_hs_p(), a, b);
+}
+
+/* No bonds: a "bonded" pair interacts like any other. */
+extern "C" __device__ float metro_bond_energy(float4 a, float4 b)
+{
+    return coulomb_hs_pair(coulomb_hs_p(), a, b);
+}
+
+extern "C" __device__ float metro_external_energy(float4 a)
+{
+    return coulomb_hs_external(coulomb_hs_p(), a);
+}

@@ -1,0 +1,108 @@
+/* coulomb_hs.h — the primitive model: charged hard spheres in a dielectric
+ * continuum, inside a spherical hard-wall cell (PHYSICS.md §2, seed 002 §5).
+ *
+ * Units: lengths in Å, energies in k_B T.
+ *
+ *   pair      βU_ab(r) = λ_B z_a z_b / r   for r >= (d_a + d_b) / 2,
+ *                        +∞                 below (hard cores overlap)
+ *   bond      the pair energy (this potential has no bonds)
+ *   external  0 while the centre obeys |r| <= R_cell - d/2, +∞ outside:
+ *             the wall confines the whole ion (its surface), so centres of
+ *             species s live in the ball of radius R_cell - d_s/2.
+ *
+ * Particle w holds the species index (0, 1, ... as a float).
+ *
+ * This header is the one source of the pair, wall and species arithmetic:
+ * the plugin's C file (CPU loops) and its .cu file (the device ABI of
+ * metro/device.h) both include it, so both backends evaluate the same float
+ * expressions.  The energies are float; callers sum them in double.
+ */
+#ifndef COULOMB_HS_H
+#define COULOMB_HS_H
+
+#include "metro/hd.h"
+
+#ifndef METRO_MAX_SPECIES
+#define METRO_MAX_SPECIES 8
+#endif
+
+/* The parameter block the device functions read (metro_potential_params).
+ * sp[s] = (z_s, d_s / 2, λ_B z_s, (R_cell - d_s/2)^2): a partner's charge
+ * and radius are adjacent, one 8-byte constant load. */
+typedef struct coulomb_hs_params {
+    metro_float4 sp[METRO_MAX_SPECIES];
+    int nspecies;
+    float bjerrum;      /* λ_B, Å */
+    float cell_radius;  /* R_cell, Å */
+    float pad;
+} coulomb_hs_params;
+
+/* Species index of a particle: w is a small non-negative integer stored as
+ * a float.  16 w + 2^23 holds 16 w in its low mantissa bits, so the table
+ * offset is one multiply-add and one logic op instead of a float-to-int
+ * conversion (a slow-path instruction on the GPU).  Masked so a bad w
+ * cannot index out of the table.  Returns the index in
+ * [0, METRO_MAX_SPECIES). */
+METRO_HD int coulomb_hs_species(float w)
+{
+    float f = w * 16.0f + 8388608.0f;
+#ifdef __CUDA_ARCH__
+    int bits = __float_as_int(f);
+#else
+    union { float f; int i; } u;
+    u.f = f;
+    int bits = u.i;
+#endif
+    return (bits & (16 * METRO_MAX_SPECIES - 16)) >> 4;
+}
+
+/* 1/sqrt(r2): one MUFU instruction on the GPU (with -ftz=true), the
+ * correctly rounded quotient on the CPU. */
+METRO_HD float coulomb_hs_rsqrt(float r2)
+{
+#ifdef __CUDA_ARCH__
+    return rsqrtf(r2);
+#else
+    return 1.0f / sqrtf(r2);
+#endif
+}
+
+/* Pair energy of a and b in k_T: λ_B z_a z_b / r, +INFINITY when the hard
+ * cores overlap.  a's table row is loop-invariant in the samplers' partner
+ * loops (hoisted), b's is the broadcast partner's. */
+METRO_HD float coulomb_hs_pair(const coulomb_hs_params *p, metro_float4 a, metro_float4 b)
+{
+    metro_float4 sa = p->sp[coulomb_hs_species(a.w)];
+    metro_float4 sb = p->sp[coulomb_hs_species(b.w)];
+    float r2 = metro_dist2(a, b);
+    float dmin = sa.y + sb.y;
+    float e = sa.z * sb.x * coulomb_hs_rsqrt(r2);
+    return r2 < dmin * dmin ? INFINITY : e;
+}
+
+/* Wall energy of a: 0 while |r| <= R_cell - d/2, +INFINITY outside.  The
+ * squared radius is rounded the same way on both backends (no fused
+ * multiply-add on the device), so a centre right at the wall is inside or
+ * outside alike on the CPU and the GPU. */
+METRO_HD float coulomb_hs_external(const coulomb_hs_params *p, metro_float4 a)
+{
+    metro_float4 s = p->sp[coulomb_hs_species(a.w)];
+#ifdef __CUDA_ARCH__
+    float r2 = __fadd_rn(__fadd_rn(__fmul_rn(a.x, a.x), __fmul_rn(a.y, a.y)), __fmul_rn(a.z, a.z));
+#else
+    float r2 = a.x * a.x + a.y * a.y + a.z * a.z;
+#endif
+    return r2 > s.w ? INFINITY : 0.0f;
+}
+
+/* Bjerrum length in Å of water-like solvent at temperature T (K) and
+ * relative permittivity eps_r: e^2 / (4 pi eps0 eps_r k_B T), SI 2019
+ * constants (e, k_B exact; eps0 CODATA 2018). */
+METRO_HD double coulomb_hs_bjerrum(double temperature, double eps_r)
+{
+    const double e = 1.602176634e-19, kB = 1.380649e-23, eps0 = 8.8541878128e-12;
+    const double pi = 3.14159265358979323846;
+    return e * e / (4.0 * pi * eps0 * eps_r * kB * temperature) * 1e10;
+}
+
+#endif

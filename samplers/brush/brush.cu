@@ -1,0 +1,478 @@
+/* brush.cu — one sequential-updating cycle on the GPU: the Brush Metropolis
+ * algorithm of seed 002 §3, exact (the same chain as the CPU loop, up to
+ * floating-point ties), through the device ABI of metro/device.h.
+ *
+ * Work of the block that owns group g (S particles, S = P T / eta):
+ *
+ *   A  own group, old positions: every particle k against the later
+ *      particles of the group (the upper triangle) and, inside k's chunk of
+ *      32, the terms the decision chain will need for the earlier ones;
+ *   1  later groups (old positions): tiles of partners in shared memory,
+ *      every thread eta-strided over them for its P particles;
+ *   2  earlier groups (new positions): the same, each tile after the flag of
+ *      its last group says it is final; the last tile is exactly group g-1,
+ *      so the critical path after that flag is one S-partner tile;
+ *   D  decisions, chunk by chunk of 32 particles, each by one warp in a
+ *      warp-synchronous chain (below); after each chunk one block barrier,
+ *      then the warps add that chunk's new positions to their later chunks;
+ *   then the group's new positions go to global memory and flags[g] is
+ *   released.
+ *
+ * The chain.  For lane l and an earlier lane j of the same chunk, the term
+ * of j is A_j = ΔU(l; x_j) if j is rejected and B_j = ΔU(l; x~_j) if it is
+ * accepted.  Both are computed before the chain (during A, or while the
+ * previous chunk decides), so a step of the chain is a compare, a ballot and
+ * a select: s += accepted_j ? d_j : (A_j infinite ? ∞ : 0), where the
+ * finite A_j are already in the base and d_j = B_j - (finite A_j).
+ * Accepting j frees l from an overlap with j's old position, which is why
+ * infinite A_j are kept out of the base.
+ *
+ * Decision.  Lane l accepts iff metro_accept(base + s, u) would.  With
+ * M = -ln u - base (double), that is s < M up to a tie; the chain compares
+ * the float s with float bounds M ∓ 1e-6 (1 + |M|), which no rounding of
+ * ln, exp or the sum can cross, and calls metro_accept itself in the rare
+ * case that s falls between them.
+ *
+ * Sums: float over at most 32 partners, then double (DESIGN.md).  Infinite
+ * energies are +INFINITY (never NaN in a used term): a trial that overlaps
+ * or leaves the wall is rejected.
+ *
+ * No deadlock: a block's group is the ticket it takes when it starts, and
+ * it only ever waits for smaller groups, whose blocks took their tickets
+ * earlier and are therefore running.  Inside a block every hand-off is a
+ * __syncthreads (so compute-sanitizer's racecheck can follow it).
+ */
+#include "metro/device.h"
+
+#include "brush.h"
+
+#define BRUSH_FULL 0xffffffffu
+
+/* ---- memory-model helpers ------------------------------------------------ */
+
+static __device__ __forceinline__ unsigned brush_ld_acquire(const unsigned *p)
+{
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+static __device__ __forceinline__ void brush_st_release(unsigned *p, unsigned v)
+{
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
+/* Thread 0: wait until group J of this launch is final. */
+static __device__ void brush_wait_group(const unsigned *flags, int J, unsigned epoch)
+{
+    unsigned ns = 8;
+    while ((int)(brush_ld_acquire(flags + J) - epoch) < 0) {
+        __nanosleep(ns);
+        if (ns < 256) ns <<= 1;
+    }
+}
+
+/* ---- pair terms ---------------------------------------------------------- */
+
+/* ΔU of moving a particle from o to t, against partner b (non-bonded). */
+static __device__ __forceinline__ float brush_pd(float4 t, float4 o, float4 b)
+{
+    return metro_pair_energy(t, b) - metro_pair_energy(o, b);
+}
+
+/* The same with the bonded-pair rule (partners of the own group). */
+static __device__ __forceinline__ float brush_id(float4 t, float4 o, float4 b, int i, int j, int chain)
+{
+    return metro_interaction(t, b, i, j, chain) - metro_interaction(o, b, i, j, chain);
+}
+
+/* Bond correction for an index neighbour b in another group, whose pair
+ * term the tile loops counted with metro_pair_energy. */
+static __device__ __forceinline__ float brush_bond_fix(float4 t, float4 o, float4 b)
+{
+    return (metro_bond_energy(t, b) - metro_pair_energy(t, b)) - (metro_bond_energy(o, b) - metro_pair_energy(o, b));
+}
+
+/* The inter-group loop: partners tile[r], tile[r + eta], ... < m against
+ * the thread's P particles; float over 32 partners, then double. */
+template <int P>
+static __device__ __forceinline__ void brush_tile(const float4 *tile, int m, int r, int eta, const float4 (&tr)[P],
+                                                  const float4 (&ol)[P], double (&acc)[P])
+{
+    int i = r;
+    if (eta == 1) { /* stride known: the loads take immediate offsets */
+        for (; i + 31 < m; i += 32) {
+            float f[P];
+#pragma unroll
+            for (int q = 0; q < P; ++q) f[q] = 0.0f;
+#pragma unroll 8
+            for (int s = 0; s < 32; ++s) {
+                const float4 b = tile[i + s];
+#pragma unroll
+                for (int q = 0; q < P; ++q) f[q] += brush_pd(tr[q], ol[q], b);
+            }
+#pragma unroll
+            for (int q = 0; q < P; ++q) acc[q] += (double)f[q];
+        }
+    }
+    for (; i + 31 * eta < m; i += 32 * eta) {
+        float f[P];
+#pragma unroll
+        for (int q = 0; q < P; ++q) f[q] = 0.0f;
+#pragma unroll 8
+        for (int s = 0; s < 32; ++s) {
+            const float4 b = tile[i + s * eta];
+#pragma unroll
+            for (int q = 0; q < P; ++q) f[q] += brush_pd(tr[q], ol[q], b);
+        }
+#pragma unroll
+        for (int q = 0; q < P; ++q) acc[q] += (double)f[q];
+    }
+    float f[P];
+#pragma unroll
+    for (int q = 0; q < P; ++q) f[q] = 0.0f;
+    for (; i < m; i += eta) {
+        const float4 b = tile[i];
+#pragma unroll
+        for (int q = 0; q < P; ++q) f[q] += brush_pd(tr[q], ol[q], b);
+    }
+#pragma unroll
+    for (int q = 0; q < P; ++q) acc[q] += (double)f[q];
+}
+
+/* Load partners pos[b0 .. b0+m) into the tile (L2 only: other blocks write
+ * pos during the launch). */
+static __device__ __forceinline__ void brush_load(float4 *tile, const float4 *pos, int b0, int m)
+{
+    for (int i = threadIdx.x; i < m; i += blockDim.x) tile[i] = __ldcg(pos + b0 + i);
+}
+
+/* The chain's terms for lane `lane` of chunk c: d[j] and the mask of
+ * infinite A_j, from the staged arrays or computed now. */
+static __device__ __forceinline__ void brush_prepare(int c, int pre, int lane, int cnt, int first, int chain,
+                                                     const float4 *Y, const float4 *Z, const unsigned *ovl,
+                                                     const float *dl, float (&d)[32], unsigned &om)
+{
+    const int cs = c << 5, k = cs + lane;
+    const bool valid = k < cnt;
+    if (c < pre) {
+#pragma unroll
+        for (int j = 0; j < 32; ++j) d[j] = dl[(c << 10) + (j << 5) + lane];
+        om = valid ? ovl[k] : 0u;
+        return;
+    }
+    om = 0u;
+    const float4 xo = Y[valid ? k : cs];
+    float4 xt = Z[valid ? k : cs];
+    xt.w = xo.w;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        float v = 0.0f;
+        if (j < lane && valid) {
+            const float A = brush_id(xt, xo, Y[cs + j], first + k, first + cs + j, chain);
+            const float B = brush_id(xt, xo, Z[cs + j], first + k, first + cs + j, chain);
+            const bool fin = A < INFINITY;
+            v = fin ? B - A : B;
+            if (!fin) om |= 1u << j;
+        }
+        d[j] = v;
+    }
+}
+
+/* The warp-synchronous decision chain of one chunk: lane l accepts iff
+ * metro_accept(dE_l + s_l, u_l) with s_l the terms of the lanes before it
+ * (d[j] if j accepted, else +inf where A_j was infinite).  Returns the
+ * mask of accepted lanes; *s_out gets the lane's s at its decision. */
+static __device__ __forceinline__ unsigned brush_chain(double dE, float u, const float (&d)[32], unsigned om,
+                                                       int lane, float *s_out)
+{
+    float lo = -INFINITY, hi = -INFINITY;
+    if (dE < 1e300) {
+        const double M = -log((double)u) - dE;
+        const double margin = 1e-6 * (1.0 + fabs(M));
+        lo = (float)(M - margin);
+        hi = (float)(M + margin);
+    }
+    float s = 0.0f;
+    unsigned am = 0u;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+        const bool pa = s < lo, pr = s > hi;
+        const unsigned va = __ballot_sync(BRUSH_FULL, pa);
+        const unsigned vt = __ballot_sync(BRUSH_FULL, !(pa || pr));
+        unsigned bit = (va >> j) & 1u;
+        if ((vt >> j) & 1u) { /* lane j is near a tie: decide exactly */
+            const int e = metro_accept(dE + (double)s, u);
+            bit = (unsigned)__shfl_sync(BRUSH_FULL, e, j) & 1u;
+        }
+        am |= bit << j;
+        s += bit ? d[j] : (((om >> j) & 1u) ? INFINITY : 0.0f);
+    }
+    *s_out = s; /* d[j] = 0 and no mask bit for j >= lane: s froze at the decision */
+    return am;
+}
+
+/* ---- the cycle ----------------------------------------------------------- */
+
+template <int P>
+static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
+{
+    extern __shared__ __align__(16) unsigned char brush_smem[];
+    __shared__ unsigned s_group;
+
+    const int T = blockDim.x, t = threadIdx.x, lane = t & 31, warp = t >> 5, nwarps = T >> 5;
+    const int S = L.group_size, eta = L.eta, TS = L.tile, chain = L.chain;
+    const int npre = L.pre_chunks;
+
+    /* shared memory, in the order of brush_smem_bytes() */
+    float4 *tile = (float4 *)brush_smem;      /* TS partners */
+    float4 *Y = tile + TS;                    /* S: own old, then new, positions */
+    float4 *Z = Y + S;                        /* S: own trials */
+    double *base = (double *)(Z + S);         /* S: ΔE without the chain's terms */
+    double *wde = base + S;                   /* nwarps */
+    float *U = (float *)(wde + nwarps);       /* S: decision uniforms */
+    unsigned *ovl = (unsigned *)(U + S);      /* S: lanes j whose A_j is infinite */
+    float *dl = (float *)(ovl + S);           /* npre chunks x 32 x 32: d_j per lane */
+    int *wacc = (int *)(dl + npre * 1024);    /* nwarps */
+
+    if (t == 0) s_group = atomicAdd(L.ticket, 1u);
+    for (int e = t; e < npre * 1024; e += T) dl[e] = 0.0f;
+    __syncthreads();
+    const int g = (int)s_group;
+    const int first = g * S;
+    const int cnt = min(S, L.n - first);
+    const int nch = (cnt + 31) >> 5;
+    const int pre = min(npre, nch);
+
+    for (int k = t; k < cnt; k += T) {
+        const float4 x = __ldcg(L.pos + first + k);
+        const float4 u = L.rnd[first + k];
+        Y[k] = x;
+        Z[k] = brush_trial(x, u.x, u.y, u.z, L.step);
+        U[k] = u.w;
+        ovl[k] = 0u;
+    }
+    __syncthreads();
+
+    /* the thread's particles: slots pslot + q * T/eta, partner residue r */
+    const int r = t & (eta - 1), pslot = t / eta, layer = T / eta;
+    int kq[P];
+    float4 ol[P], tr[P];
+    double acc[P];
+#pragma unroll
+    for (int q = 0; q < P; ++q) {
+        kq[q] = pslot + q * layer;
+        const int kk = kq[q] < cnt ? kq[q] : 0;
+        ol[q] = Y[kk];
+        tr[q] = Z[kk];
+        tr[q].w = ol[q].w; /* it is; saying so lets one species lookup serve both */
+        acc[q] = 0.0;
+    }
+
+    /* A: own group from the start of the particle's chunk */
+#pragma unroll
+    for (int q = 0; q < P; ++q) {
+        const int k = kq[q];
+        const int c = k >> 5, cs = c << 5, l = k & 31;
+        const bool stage = c < pre; /* uniform in a warp: its lanes share a chunk */
+        unsigned mask = 0u;
+        if (k < cnt) {
+            float f = 0.0f;
+            int nf = 0;
+            for (int j = cs + r; j < cnt; j += eta) {
+                const float A = brush_id(tr[q], ol[q], Y[j], first + k, first + j, chain);
+                if (j > k) {
+                    f += A;
+                } else if (j < k) {
+                    const bool fin = A < INFINITY;
+                    if (fin) f += A;
+                    if (stage) {
+                        const float B = brush_id(tr[q], ol[q], Z[j], first + k, first + j, chain);
+                        dl[(c << 10) + ((j - cs) << 5) + l] = fin ? B - A : B;
+                        if (!fin) mask |= 1u << (j - cs);
+                    }
+                }
+                if (++nf == 32) {
+                    acc[q] += (double)f;
+                    f = 0.0f;
+                    nf = 0;
+                }
+            }
+            acc[q] += (double)f;
+        }
+        if (stage) {
+            for (int o = 1; o < eta; o <<= 1) mask |= __shfl_xor_sync(BRUSH_FULL, mask, o);
+            if (r == 0 && k < cnt) ovl[k] = mask;
+        }
+    }
+
+    /* 1: later groups, old positions */
+    for (int b0 = first + S; b0 < L.n; b0 += TS) {
+        const int m = min(TS, L.n - b0);
+        __syncthreads();
+        brush_load(tile, L.pos, b0, m);
+        __syncthreads();
+        brush_tile<P>(tile, m, r, eta, tr, ol, acc);
+    }
+    if (chain && first + S < L.n && r == 0) {
+        const float4 nb = __ldcg(L.pos + first + S);
+#pragma unroll
+        for (int q = 0; q < P; ++q)
+            if (kq[q] == S - 1) acc[q] += (double)brush_bond_fix(tr[q], ol[q], nb);
+    }
+
+    /* 2: earlier groups, new positions, as they become final */
+    const int lim = max(first - S, 0);
+    for (int b0 = 0; b0 < lim; b0 += TS) {
+        const int m = min(TS, lim - b0);
+        if (t == 0) brush_wait_group(L.flags, (b0 + m - 1) / S, L.epoch);
+        __syncthreads();
+        brush_load(tile, L.pos, b0, m);
+        __syncthreads();
+        brush_tile<P>(tile, m, r, eta, tr, ol, acc);
+    }
+    if (g > 0) {
+        if (t == 0) brush_wait_group(L.flags, g - 1, L.epoch);
+        __syncthreads();
+        brush_load(tile, L.pos, first - S, S);
+        __syncthreads();
+        brush_tile<P>(tile, S, r, eta, tr, ol, acc);
+        if (chain && r == 0)
+#pragma unroll
+            for (int q = 0; q < P; ++q)
+                if (kq[q] == 0) acc[q] += (double)brush_bond_fix(tr[q], ol[q], tile[S - 1]);
+    }
+
+    /* walls and fields, once per particle; then the eta partial sums */
+#pragma unroll
+    for (int q = 0; q < P; ++q) {
+        if (r == 0) acc[q] += (double)metro_external_energy(tr[q]) - (double)metro_external_energy(ol[q]);
+        for (int o = 1; o < eta; o <<= 1) acc[q] += __shfl_xor_sync(BRUSH_FULL, acc[q], o);
+        if (r == 0 && kq[q] < cnt) base[kq[q]] = acc[q];
+    }
+    __syncthreads();
+
+    /* D: decisions.  Chunk c belongs to warp c mod nwarps.  Step c: its
+     * warp runs the chain; one barrier; every warp adds chunk c's new
+     * positions to the base of its own later chunks (the owner of chunk
+     * c+1 first).  The critical path per chunk is chain -> barrier -> 32
+     * pair-deltas (+ 32 shared loads of staged terms). */
+    double my_de = 0.0;
+    int my_acc = 0;
+    for (int c = 0; c < nch; ++c) {
+        if (c % nwarps == warp) {
+            float d[32];
+            unsigned om;
+            brush_prepare(c, pre, lane, cnt, first, chain, Y, Z, ovl, dl, d, om);
+            const int k = (c << 5) + lane;
+            const bool valid = k < cnt;
+            const int kk = valid ? k : c << 5;
+            const float4 xo = Y[kk];
+            float4 xt = Z[kk];
+            xt.w = xo.w;
+            const float u = U[kk];
+            const double dE = valid ? base[kk] : (double)INFINITY;
+            float s;
+            const unsigned am = brush_chain(dE, u, d, om, lane, &s);
+            const bool acc_k = valid && ((am >> lane) & 1u);
+            __syncwarp(); /* every lane has read the chunk's old positions */
+            if (valid) Y[k] = acc_k ? xt : xo;
+            if (acc_k) {
+                my_de += dE + (double)s;
+                ++my_acc;
+            }
+        }
+        __syncthreads();
+        if (c + 1 >= nch) break;
+        /* this warp's chunks after c, nearest first */
+        int c2 = c + 1 + (warp - (c + 1) % nwarps + nwarps) % nwarps;
+        for (; c2 < nch; c2 += nwarps) {
+            const int k = (c2 << 5) + lane;
+            if (k >= cnt) continue;
+            const float4 xo = Y[k];
+            float4 xt = Z[k];
+            xt.w = xo.w;
+            float f = 0.0f;
+#pragma unroll 8
+            for (int j = 0; j < 32; ++j) {
+                const int jj = (c << 5) + j;
+                f += brush_id(xt, xo, Y[jj], first + k, first + jj, chain);
+            }
+            base[k] += (double)f;
+        }
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        my_de += __shfl_down_sync(BRUSH_FULL, my_de, o);
+        my_acc += __shfl_down_sync(BRUSH_FULL, my_acc, o);
+    }
+    if (lane == 0) {
+        wde[warp] = my_de;
+        wacc[warp] = my_acc;
+    }
+    __syncthreads();
+
+    /* publish the group */
+    for (int k = t; k < cnt; k += T) L.pos[first + k] = Y[k];
+    if (t == 0) {
+        double de = 0.0;
+        int a = 0;
+        for (int w = 0; w < nwarps; ++w) {
+            de += wde[w];
+            a += wacc[w];
+        }
+        L.group_de[g] = de;
+        L.group_acc[g] = a;
+    }
+    __syncthreads();
+    if (t == 0) {
+        __threadfence();
+        brush_st_release(L.flags + g, L.epoch);
+    }
+
+    /* the last group: every other group is final (its flag was acquired in
+     * phase 2, transitively); sum the groups in a fixed order */
+    if (g == L.groups - 1) {
+        double de = 0.0;
+        long long a = 0;
+        for (int i = t; i < L.groups; i += T) {
+            de += __ldcg(L.group_de + i);
+            a += __ldcg(L.group_acc + i);
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            de += __shfl_down_sync(BRUSH_FULL, de, o);
+            a += __shfl_down_sync(BRUSH_FULL, a, o);
+        }
+        __syncthreads(); /* wde / wacc reused */
+        if (lane == 0) {
+            wde[warp] = de;
+            wacc[warp] = (int)a;
+        }
+        __syncthreads();
+        if (t == 0) {
+            de = 0.0;
+            a = 0;
+            for (int w = 0; w < nwarps; ++w) {
+                de += wde[w];
+                a += wacc[w];
+            }
+            *L.energy += de;
+            L.cycle_acc[L.slot] = a;
+            *L.ticket = 0u;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) brush_cycle_p1(brush_launch L)
+{
+    brush_cycle<1>(L);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 3) brush_cycle_p2(brush_launch L)
+{
+    brush_cycle<2>(L);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 3) brush_cycle_p4(brush_launch L)
+{
+    brush_cycle<4>(L);
+}

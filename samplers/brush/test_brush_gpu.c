@@ -1,0 +1,217 @@
+/* test_brush_gpu — the Brush Metropolis kernel against the CPU's sequential
+ * chain.  With one seed both backends draw the same uniforms (brush.h), so
+ * the GPU must accept the same moves in every cycle and end at the same
+ * positions (within 1e-4: they are the same floats unless a decision fell
+ * on a floating-point tie).  N = 4096 over 20 cycles, non-powers of two
+ * (3000, 1000) over many layouts (eta, block, per_thread), a bonded chain
+ * (lj_fene: the bond corrections across chunks and groups), energy
+ * bookkeeping, and the two-ion exact check on CUDA. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#include "../../potentials/coulomb_hs/two_ions.h"
+
+typedef struct run {
+    int n, cycles;
+    long long *acc;       /* per cycle */
+    metro_float4 *pos;    /* after the last cycle */
+    double energy, total; /* running and fresh */
+} run;
+
+static run run_cycles(const char *ini, const char *device, int n, int cycles, const char *const *sets, int nsets)
+{
+    run r = {n, cycles, calloc((size_t)cycles, sizeof(long long)), malloc((size_t)n * sizeof(metro_float4)), 0, 0};
+    metro_sim *sim = metro_test_sim(ini, device, sets, nsets);
+    metro_error err = {0};
+    long long prev = 0;
+    for (int c = 0; c < cycles; ++c) {
+        ck_assert_msg(metro_sim_advance(sim, 1, &err) == METRO_OK, "%s", err.msg);
+        const metro_state *st = metro_sim_state(sim, &err);
+        ck_assert_msg(st != NULL, "%s", err.msg);
+        r.acc[c] = st->accepted[0] - prev;
+        prev = st->accepted[0];
+    }
+    const metro_state *st = metro_sim_state(sim, &err);
+    memcpy(r.pos, st->pos, (size_t)n * sizeof *r.pos);
+    r.energy = st->energy[0];
+    r.total = metro_sim_total_energy(sim, 0, &err);
+    metro_sim_destroy(sim);
+    return r;
+}
+
+static void run_free(run *r)
+{
+    free(r->acc);
+    free(r->pos);
+}
+
+/* The GPU run equals the CPU one; `what` names the case in messages. */
+static void same(const run *cpu, const run *gpu, const char *what)
+{
+    for (int c = 0; c < cpu->cycles; ++c)
+        ck_assert_msg(cpu->acc[c] == gpu->acc[c], "%s: cycle %d accepted %lld on the CPU, %lld on the GPU", what,
+                      c + 1, cpu->acc[c], gpu->acc[c]);
+    double worst = 0.0;
+    int at = -1;
+    for (int i = 0; i < cpu->n; ++i) {
+        double d = fmax(fabs(cpu->pos[i].x - gpu->pos[i].x),
+                        fmax(fabs(cpu->pos[i].y - gpu->pos[i].y), fabs(cpu->pos[i].z - gpu->pos[i].z)));
+        if (d > worst) worst = d, at = i;
+        ck_assert(cpu->pos[i].w == gpu->pos[i].w);
+    }
+    ck_assert_msg(worst <= 1e-4, "%s: particle %d is %g away from the CPU's", what, at, worst);
+    ck_assert_msg(fabs(gpu->energy - gpu->total) <= 1e-6 * fmax(fabs(gpu->total), (double)cpu->n),
+                  "%s: GPU running energy %.10g, fresh %.10g", what, gpu->energy, gpu->total);
+    ck_assert_msg(fabs(gpu->energy - cpu->energy) <= 1e-6 * fmax(fabs(cpu->energy), (double)cpu->n),
+                  "%s: GPU energy %.10g, CPU %.10g", what, gpu->energy, cpu->energy);
+}
+
+/* The electrolyte of PHYSICS.md §2 at the paper's density, n ions. */
+static void ini_paper(char *buf, size_t len, int seed, int n)
+{
+    snprintf(buf, len,
+             "[run]\nseed = %d\nsweeps = 0\n\n[system]\nparticles = %d\n\n"
+             "[potential]\nplugin = coulomb_hs\nvalences = 3, -1\ndiameters = 7.5\n"
+             "concentration = 0.0019008\nbjerrum = 7.117\n\n[sampler]\nplugin = brush\n",
+             seed, n);
+}
+
+START_TEST(n4096_twenty_cycles)
+{
+    char ini[2048];
+    ini_paper(ini, sizeof ini, 21, 4096);
+    run cpu = run_cycles(ini, "cpu", 4096, 20, NULL, 0);
+    run gpu = run_cycles(ini, "cuda", 4096, 20, NULL, 0);
+    long long a = 0;
+    for (int c = 0; c < 20; ++c) a += cpu.acc[c];
+    ck_assert_msg(a > 20 * 4096 / 20 && a < 20 * 4096 * 19 / 20, "acceptance %lld of %d", a, 20 * 4096);
+    same(&cpu, &gpu, "N = 4096, auto layout");
+    run_free(&cpu);
+    run_free(&gpu);
+}
+END_TEST
+
+/* Layouts (eta, block, per_thread) that cover: one and many chunks per
+ * group, staged and unstaged chunk terms (groups above 256), partial last
+ * groups and chunks, eta partial sums, 2 and 4 particles per thread, tiny
+ * and large blocks, more groups than fit on the GPU at once. */
+static const char *const layouts[][3] = {
+    {"sampler.eta=1", "sampler.block=1024", "sampler.per_thread=1"},
+    {"sampler.eta=2", "sampler.block=1024", "sampler.per_thread=1"},
+    {"sampler.eta=32", "sampler.block=1024", "sampler.per_thread=1"},
+    {"sampler.eta=16", "sampler.block=512", "sampler.per_thread=1"},
+    {"sampler.eta=4", "sampler.block=128", "sampler.per_thread=1"},
+    {"sampler.eta=1", "sampler.block=32", "sampler.per_thread=1"},
+    {"sampler.eta=1", "sampler.block=64", "sampler.per_thread=1"},
+    {"sampler.eta=1", "sampler.block=256", "sampler.per_thread=2"},
+    {"sampler.eta=2", "sampler.block=128", "sampler.per_thread=2"},
+    {"sampler.eta=1", "sampler.block=256", "sampler.per_thread=4"},
+    {"sampler.eta=1", "sampler.block=32", "sampler.per_thread=4"},
+    {"sampler.eta=8", "sampler.block=256", "sampler.per_thread=4"},
+};
+
+static void layouts_for(int n, int cycles, int seed)
+{
+    char ini[2048];
+    ini_paper(ini, sizeof ini, seed, n);
+    run cpu = run_cycles(ini, "cpu", n, cycles, NULL, 0);
+    for (size_t k = 0; k < sizeof layouts / sizeof layouts[0]; ++k) {
+        run gpu = run_cycles(ini, "cuda", n, cycles, layouts[k], 3);
+        char what[256];
+        snprintf(what, sizeof what, "N = %d, %s %s %s", n, layouts[k][0], layouts[k][1], layouts[k][2]);
+        same(&cpu, &gpu, what);
+        run_free(&gpu);
+    }
+    run auto_gpu = run_cycles(ini, "cuda", n, cycles, NULL, 0);
+    same(&cpu, &auto_gpu, "auto layout");
+    run_free(&auto_gpu);
+    run_free(&cpu);
+}
+
+START_TEST(n3000_layouts)
+{
+    layouts_for(3000, 6, 22);
+}
+END_TEST
+
+START_TEST(n1000_layouts)
+{
+    layouts_for(1000, 10, 23);
+}
+END_TEST
+
+START_TEST(tiny_systems)
+{
+    /* fewer particles than a chunk, and exactly one chunk */
+    static const int ns[] = {4, 32, 36};
+    for (size_t k = 0; k < 3; ++k) {
+        char ini[2048];
+        snprintf(ini, sizeof ini,
+                 "[run]\nseed = 24\nsweeps = 0\n\n[system]\nparticles = %d\n\n[potential]\nplugin = coulomb_hs\n"
+                 "valences = 1, -1\ndiameters = 4\ncell_radius = 25\nbjerrum = 7.117\n\n"
+                 "[sampler]\nplugin = brush\nstep = 10\n",
+                 ns[k]);
+        run cpu = run_cycles(ini, "cpu", ns[k], 50, NULL, 0);
+        run gpu = run_cycles(ini, "cuda", ns[k], 50, NULL, 0);
+        same(&cpu, &gpu, "tiny");
+        run_free(&cpu);
+        run_free(&gpu);
+    }
+}
+END_TEST
+
+START_TEST(bonded_chain)
+{
+    /* lj_fene: bonds inside a chunk, across chunks and across groups */
+    static const char *ini = "[run]\nseed = 25\nsweeps = 0\n\n[system]\nparticles = 150\n\n[potential]\nplugin = lj_fene\n\n"
+                             "[sampler]\nplugin = brush\nstep = 0.08\n";
+    static const char *const lay[][3] = {
+        {"sampler.eta=1", "sampler.block=64", "sampler.per_thread=1"},
+        {"sampler.eta=2", "sampler.block=64", "sampler.per_thread=1"},
+        {"sampler.eta=1", "sampler.block=32", "sampler.per_thread=2"},
+        {"sampler.eta=32", "sampler.block=1024", "sampler.per_thread=1"},
+    };
+    run cpu = run_cycles(ini, "cpu", 150, 30, NULL, 0);
+    ck_assert_int_gt(cpu.acc[29], 0);
+    for (size_t k = 0; k < 4; ++k) {
+        run gpu = run_cycles(ini, "cuda", 150, 30, lay[k], 3);
+        same(&cpu, &gpu, lay[k][0]);
+        run_free(&gpu);
+    }
+    run_free(&cpu);
+}
+END_TEST
+
+START_TEST(two_ions_cuda)
+{
+    char ini[2048];
+    two_ions_ini(ini, sizeof ini, 31, 4.0, 12.0, "plugin = brush\nstep = 12");
+    const double exact = two_ions_exact(7.117, -1.0, 4.0, 12.0);
+    two_ions_result r = two_ions_measure(ini, "cuda", 2000, 40, 2500);
+    printf("brush on CUDA: <bU> = %.5f +- %.5f (exact %.5f)\n", r.mean, r.err, exact);
+    ck_assert_double_lt(r.err, 0.015);
+    ck_assert_msg(fabs(r.mean - exact) < 4 * r.err, "<bU> = %.5f +- %.5f, exact %.5f", r.mean, r.err, exact);
+}
+END_TEST
+
+int main(void)
+{
+    METRO_TEST_REQUIRE_GPU();
+    Suite *s = suite_create("brush_gpu");
+    TCase *tc = tcase_create("same_chain");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, n4096_twenty_cycles);
+    tcase_add_test(tc, n3000_layouts);
+    tcase_add_test(tc, n1000_layouts);
+    tcase_add_test(tc, tiny_systems);
+    tcase_add_test(tc, bonded_chain);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("exact");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, two_ions_cuda);
+    suite_add_tcase(s, tc);
+    return metro_test_main(s);
+}

@@ -1,0 +1,639 @@
+/* parallel_tempering — replica-exchange Monte Carlo (PHYSICS.md §1 "Parallel
+ * tempering", seed 000 §3.2-3.3).
+ *
+ * n_r replicas of one system run at a ladder of temperatures T_0 < ... <
+ * T_{n_r-1}: an explicit list (`temperatures`), or `replicas` temperatures
+ * from `t_min` to `t_max`, spaced geometrically (constant ratio, the usual
+ * choice when C_V varies little) or linearly.  `ladders` independent copies
+ * of the ladder run side by side (n_r x ladders replicas: a way to fill a
+ * GPU, and independent samples for error bars); slot L n_r + k is
+ * temperature k of ladder L.
+ *
+ * A sweep is N trials in every replica: random updating, each trial picks a
+ * monomer at random and displaces it uniformly in a cube of half-side
+ * `step` (or step x sqrt(T / T_min) with step_scaling = sqrt: the same
+ * acceptance at every temperature, roughly, for near-harmonic local
+ * motion), accepted with min(1, exp(-beta dE)).  After every
+ * `exchange_every` (M) sweeps, neighbouring temperatures of each ladder
+ * propose to exchange their replicas with p = min(1, exp[(E_i - E_{i+1})
+ * (beta_i - beta_{i+1})]) (Eq. 6), even pairs (0-1, 2-3, ...) and odd pairs
+ * (1-2, 3-4, ...) in alternate rounds.  An exchange permutes
+ * state->slot_replica; coordinates never move.
+ *
+ * Random numbers: Philox4x32-10 (metro/philox.h), keyed by the run's seed,
+ * with counters (trial, sweep, replica) and (pair, round, ladder): the
+ * layout is in parallel_tempering.h.  So the CPU and CUDA backends run the
+ * same Markov chain, replica by replica, up to the rounding of energy
+ * changes (float pair terms summed in another order).
+ *
+ * Backends.  CPU: the reference; replicas in parallel with OpenMP
+ * (`threads`), each trial through the potential's delta().  CUDA
+ * (parallel_tempering.cu): a group of `lanes` lanes per replica (auto: the
+ * size that keeps both the lanes and the GPU busy for this N and replica
+ * count), the chain in shared memory, the O(N) energy change of the moved
+ * monomer through the device ABI, random numbers drawn in the kernel,
+ * exchanges decided by a small kernel every M sweeps; positions, energies
+ * and slot maps stay on the device until sync().
+ *
+ * Output at finish: exchange.csv (per pair of neighbouring temperatures,
+ * summed over ladders: attempted, accepted, acceptance) and roundtrips.csv
+ * (per replica: completed round trips lowest -> highest -> lowest
+ * temperature), and a summary in the log.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "metro/plugin.h"
+
+#include "parallel_tempering.h"
+
+static const metro_param_decl params[] = {
+    {"temperatures", METRO_PARAM_STRING, "", 0, 0, NULL, "energy/k_B",
+     "explicit ladder, ascending, comma-separated; when given, replaces t_min/t_max/replicas/spacing"},
+    {"t_min", METRO_PARAM_REAL, "0.2", 1e-6, 1e9, NULL, "energy/k_B", "lowest temperature of the ladder"},
+    {"t_max", METRO_PARAM_REAL, "2.0", 1e-6, 1e9, NULL, "energy/k_B", "highest temperature of the ladder"},
+    {"replicas", METRO_PARAM_INT, "32", 1, 1048576, NULL, "", "temperatures in the ladder (n_r)"},
+    {"spacing", METRO_PARAM_CHOICE, "geometric", 0, 0, "geometric|linear", "",
+     "how the ladder fills [t_min, t_max]"},
+    {"ladders", METRO_PARAM_INT, "1", 1, 1048576, NULL, "",
+     "independent copies of the ladder run side by side (n_r x ladders replicas)"},
+    {"step", METRO_PARAM_REAL, "0.01", 1e-9, 1e9, NULL, "length",
+     "half-side of the cube of trial displacements (paper: 0.01)"},
+    {"step_scaling", METRO_PARAM_CHOICE, "none", 0, 0, "none|sqrt", "",
+     "none: every temperature uses `step`; sqrt: step x sqrt(T / T_min), larger moves where they are accepted"},
+    {"exchange_every", METRO_PARAM_INT, "10", 1, 2147483647.0, NULL, "sweeps",
+     "propose exchanges of neighbouring temperatures after every this many sweeps (M)"},
+    {"lanes", METRO_PARAM_CHOICE, "auto", 0, 0, "auto|4|8|16|32", "",
+     "CUDA: lanes of a warp per replica (auto picks from N and the replica count)"},
+    {"threads", METRO_PARAM_INT, "0", 0, 4096, NULL, "", "CPU: OpenMP threads (0: all)"},
+    METRO_PARAM_END};
+
+typedef struct pt {
+    const metro_host_api *host;
+    metro_ctx *ctx;
+    metro_backend backend;
+    int nr, ladders, R, n;
+    double *temps;                 /* nr temperatures, ascending */
+    float step;
+    int step_sqrt;
+    float *slot_step;              /* trial step of each slot */
+    long M;
+    int lanes, threads;
+    metro_philox_key_t key;
+    unsigned long long sweep;      /* sweeps run so far */
+    unsigned long long round;      /* exchange rounds run so far */
+
+    /* bookkeeping, live on the CPU backend, copies on CUDA */
+    int *replica_slot;
+    int *trip_state;
+    long long *trips;
+    unsigned long long *xacc, *xatt; /* ladders * (nr - 1) */
+
+    metro_state *st;
+    const metro_potential_api *pot;
+    void *pot_self;
+
+    /* CUDA */
+    void *k_sweeps, *k_exchange;
+    int G, rpb;
+    size_t smem;
+    double *d_beta;
+    float *d_step;
+    int *d_slot_replica, *d_replica_slot, *d_trip_state;
+    long long *d_trips;
+    unsigned long long *d_acc, *d_xacc, *d_xatt;
+
+    void *restored;                /* a save() blob restore() got before start() */
+    size_t restored_size;
+} pt;
+
+#define PT_CUDA(call, what)                                                                      \
+    do {                                                                                         \
+        cudaError_t e_ = (call);                                                                 \
+        if (e_ != cudaSuccess) return self->host->fail(self->ctx, "CUDA: %s: %s", what, cudaGetErrorString(e_)); \
+    } while (0)
+
+/* ---- the ladder --------------------------------------------------------- */
+
+/* Parse the explicit list into *out (malloc'ed).  Returns the count, or -1
+ * after host->fail. */
+static int parse_temperatures(const metro_host_api *host, metro_ctx *ctx, const char *text, double **out)
+{
+    int n = 0, cap = 16;
+    double *t = malloc(cap * sizeof *t);
+    if (!t) return host->fail(ctx, "out of memory");
+    const char *p = text;
+    while (*p) {
+        while (*p == ' ' || *p == '\t' || *p == ',') ++p;
+        if (!*p) break;
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v > 0) || !isfinite(v)) {
+            free(t);
+            return host->fail(ctx, "temperatures: '%.20s' is not a positive number", p);
+        }
+        if (n && !(v > t[n - 1])) {
+            double last = t[n - 1];
+            free(t);
+            return host->fail(ctx, "temperatures: must be strictly ascending (%g after %g)", v, last);
+        }
+        if (n == cap) {
+            double *g = realloc(t, (cap *= 2) * sizeof *t);
+            if (!g) { free(t); return host->fail(ctx, "out of memory"); }
+            t = g;
+        }
+        t[n++] = v;
+        p = end;
+        if (*p && *p != ',' && *p != ' ' && *p != '\t') {
+            free(t);
+            return host->fail(ctx, "temperatures: unexpected '%c'", *p);
+        }
+    }
+    if (!n) { free(t); return host->fail(ctx, "temperatures: the list is empty"); }
+    *out = t;
+    return n;
+}
+
+static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *pp, metro_setup *setup,
+                  void **out)
+{
+    pt *self = calloc(1, sizeof *self);
+    if (!self) return host->fail(ctx, "out of memory");
+    self->host = host;
+    self->ctx = ctx;
+    self->backend = setup->backend;
+    const char *list = host->param_string(pp, "temperatures");
+    if (list && *list) {
+        int n = parse_temperatures(host, ctx, list, &self->temps);
+        if (n < 0) { free(self); return -1; }
+        self->nr = n;
+    } else {
+        double lo = host->param_real(pp, "t_min"), hi = host->param_real(pp, "t_max");
+        self->nr = (int)host->param_int(pp, "replicas");
+        if (self->nr > 1 && !(hi > lo)) {
+            free(self);
+            return host->fail(ctx, "t_max = %g must exceed t_min = %g", hi, lo);
+        }
+        self->temps = malloc(self->nr * sizeof *self->temps);
+        if (!self->temps) { free(self); return host->fail(ctx, "out of memory"); }
+        int geo = !strcmp(host->param_string(pp, "spacing"), "geometric");
+        for (int k = 0; k < self->nr; ++k) {
+            double f = self->nr > 1 ? (double)k / (self->nr - 1) : 0.0;
+            self->temps[k] = geo ? lo * pow(hi / lo, f) : lo + (hi - lo) * f;
+        }
+        if (self->nr > 1) self->temps[self->nr - 1] = hi;
+    }
+    self->ladders = (int)host->param_int(pp, "ladders");
+    if ((long long)self->nr * self->ladders > 16777216) {
+        int nr = self->nr, ladders = self->ladders;
+        free(self->temps);
+        free(self);
+        return host->fail(ctx, "%d temperatures x %d ladders: more than 2^24 replicas", nr, ladders);
+    }
+    self->R = self->nr * self->ladders;
+    self->n = setup->particles;
+    self->step = (float)host->param_real(pp, "step");
+    self->step_sqrt = !strcmp(host->param_string(pp, "step_scaling"), "sqrt");
+    self->M = host->param_int(pp, "exchange_every");
+    const char *lanes = host->param_string(pp, "lanes");
+    self->lanes = strcmp(lanes, "auto") ? atoi(lanes) : 0;
+    self->threads = (int)host->param_int(pp, "threads");
+    self->key = metro_philox_key(setup->seed, METRO_PT_KEY);
+    setup->replicas = self->R;
+    *out = self;
+    return 0;
+}
+
+static void destroy(void *vself)
+{
+    pt *self = vself;
+    if (!self) return;
+    if (self->backend == METRO_BACKEND_CUDA) { /* no CUDA call on the CPU backend */
+        cudaFree(self->d_beta);
+        cudaFree(self->d_step);
+        cudaFree(self->d_slot_replica);
+        cudaFree(self->d_replica_slot);
+        cudaFree(self->d_trip_state);
+        cudaFree(self->d_trips);
+        cudaFree(self->d_acc);
+        cudaFree(self->d_xacc);
+        cudaFree(self->d_xatt);
+    }
+    free(self->temps);
+    free(self->slot_step);
+    free(self->replica_slot);
+    free(self->trip_state);
+    free(self->trips);
+    free(self->xacc);
+    free(self->xatt);
+    free(self->restored);
+    free(self);
+}
+
+/* ---- CUDA set-up -------------------------------------------------------- */
+
+/* Lanes per replica for the auto setting: a model of the warp instructions
+ * of one trial step of a warp (a pass over G partners ~88, the fixed part
+ * ~195: bonds, reduction, decision; read off the sm_90 SASS of the lj_fene
+ * build, bench/NOTES.md), shared by the 32/G replicas of the warp, times
+ * the fraction of the GPU the warps fill (16 warps per SM taken as full).
+ * Returns 4, 8, 16 or 32. */
+static int auto_lanes(int n, long long R, int sms)
+{
+    int best = 32;
+    double bestv = -1;
+    for (int G = 4; G <= 32; G *= 2) {
+        double passes = (double)((n + G - 1) / G);
+        double cost = passes * 88.0 + 195.0 + 80.0 / G; /* + Philox, 1/G per trial */
+        double warps = (double)R * G / 32.0, full = 16.0 * (sms > 0 ? sms : 132);
+        double v = (32.0 / G) / cost * (warps < full ? warps / full : 1.0);
+        if (v > bestv * 1.0001) { bestv = v; best = G; }
+    }
+    return best;
+}
+
+static int start_cuda(pt *self, metro_state *st)
+{
+    const metro_host_api *host = self->host;
+    int dev = 0, sms = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    int G = self->lanes ? self->lanes : auto_lanes(self->n, self->R, sms);
+    /* shared memory: up to 128 / G replicas a block within the default 48 KiB;
+     * a chain larger than that stays in global memory (behind L1) */
+    size_t per = (size_t)self->n * sizeof(metro_float4), limit = 48 * 1024;
+    int rpb = 128 / G, shared = per <= limit;
+    if (shared && (size_t)rpb * per > limit) rpb = (int)(limit / per);
+    self->G = G;
+    self->rpb = rpb;
+    self->smem = shared ? (size_t)rpb * per : 0;
+    char name[64];
+    snprintf(name, sizeof name, "parallel_tempering_sweeps_g%d_%s", G, shared ? "shared" : "global");
+    if (host->kernel(self->ctx, name, &self->k_sweeps)) return -1;
+    if (host->kernel(self->ctx, "parallel_tempering_exchange", &self->k_exchange)) return -1;
+
+    size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
+    PT_CUDA(cudaMalloc((void **)&self->d_beta, R * sizeof(double)), "allocating");
+    PT_CUDA(cudaMalloc((void **)&self->d_step, R * sizeof(float)), "allocating");
+    PT_CUDA(cudaMalloc((void **)&self->d_slot_replica, R * sizeof(int)), "allocating");
+    PT_CUDA(cudaMalloc((void **)&self->d_replica_slot, R * sizeof(int)), "allocating");
+    PT_CUDA(cudaMalloc((void **)&self->d_trip_state, R * sizeof(int)), "allocating");
+    PT_CUDA(cudaMalloc((void **)&self->d_trips, R * sizeof(long long)), "allocating");
+    PT_CUDA(cudaMalloc((void **)&self->d_acc, R * sizeof(unsigned long long)), "allocating");
+    PT_CUDA(cudaMalloc((void **)&self->d_xacc, P * sizeof(unsigned long long)), "allocating");
+    PT_CUDA(cudaMalloc((void **)&self->d_xatt, P * sizeof(unsigned long long)), "allocating");
+    host->log(self->ctx, METRO_LOG_INFO, "CUDA: %d lanes per replica%s, %d replicas per block, chains in %s memory", G,
+              self->lanes ? "" : " (auto)", rpb, shared ? "shared" : "global");
+    return 0;
+}
+
+/* Host bookkeeping -> device (after start and after restore). */
+static int upload(pt *self, metro_state *st)
+{
+    cudaStream_t s = (cudaStream_t)self->host->stream(self->ctx);
+    size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
+    unsigned long long *acc = malloc(R * sizeof *acc);
+    if (!acc) return self->host->fail(self->ctx, "out of memory");
+    for (size_t r = 0; r < R; ++r) acc[r] = (unsigned long long)st->accepted[r];
+    cudaError_t e = cudaMemcpyAsync(self->d_acc, acc, R * sizeof *acc, cudaMemcpyHostToDevice, s);
+    if (!e) e = cudaStreamSynchronize(s); /* acc is freed below */
+    free(acc);
+    PT_CUDA(e, "uploading counters");
+    PT_CUDA(cudaMemcpyAsync(self->d_beta, st->beta, R * sizeof(double), cudaMemcpyHostToDevice, s), "uploading");
+    PT_CUDA(cudaMemcpyAsync(self->d_step, self->slot_step, R * sizeof(float), cudaMemcpyHostToDevice, s), "uploading");
+    PT_CUDA(cudaMemcpyAsync(self->d_slot_replica, st->slot_replica, R * sizeof(int), cudaMemcpyHostToDevice, s), "uploading");
+    PT_CUDA(cudaMemcpyAsync(self->d_replica_slot, self->replica_slot, R * sizeof(int), cudaMemcpyHostToDevice, s), "uploading");
+    PT_CUDA(cudaMemcpyAsync(self->d_trip_state, self->trip_state, R * sizeof(int), cudaMemcpyHostToDevice, s), "uploading");
+    PT_CUDA(cudaMemcpyAsync(self->d_trips, self->trips, R * sizeof(long long), cudaMemcpyHostToDevice, s), "uploading");
+    PT_CUDA(cudaMemcpyAsync(self->d_xacc, self->xacc, P * sizeof(unsigned long long), cudaMemcpyHostToDevice, s), "uploading");
+    PT_CUDA(cudaMemcpyAsync(self->d_xatt, self->xatt, P * sizeof(unsigned long long), cudaMemcpyHostToDevice, s), "uploading");
+    PT_CUDA(cudaStreamSynchronize(s), "uploading");
+    return 0;
+}
+
+/* ---- save / restore ----------------------------------------------------- */
+
+#define PT_MAGIC 0x31545052u /* "RPT1" */
+
+typedef struct pt_header {
+    uint32_t magic;
+    int32_t nr, ladders, n;
+    uint64_t sweep, round;
+} pt_header;
+
+static size_t blob_size(const pt *self)
+{
+    size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
+    return sizeof(pt_header) + R * (2 * sizeof(int) + sizeof(int) + sizeof(long long) + sizeof(long long)) +
+           2 * P * sizeof(unsigned long long);
+}
+
+/* Apply a blob to the host copies (validated by restore()). */
+static void apply_blob(pt *self, metro_state *st, const unsigned char *b)
+{
+    size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
+    pt_header h;
+    memcpy(&h, b, sizeof h);
+    b += sizeof h;
+    self->sweep = h.sweep;
+    self->round = h.round;
+    memcpy(st->slot_replica, b, R * sizeof(int)); b += R * sizeof(int);
+    memcpy(self->replica_slot, b, R * sizeof(int)); b += R * sizeof(int);
+    memcpy(self->trip_state, b, R * sizeof(int)); b += R * sizeof(int);
+    memcpy(self->trips, b, R * sizeof(long long)); b += R * sizeof(long long);
+    memcpy(st->accepted, b, R * sizeof(long long)); b += R * sizeof(long long);
+    memcpy(self->xacc, b, P * sizeof(unsigned long long)); b += P * sizeof(unsigned long long);
+    memcpy(self->xatt, b, P * sizeof(unsigned long long));
+    for (size_t r = 0; r < R; ++r) st->attempted[r] = (long long)self->n * (long long)self->sweep;
+}
+
+static int sync_state(void *vself, metro_state *st);
+static int pull_stats(pt *self);
+
+static int save(void *vself)
+{
+    pt *self = vself;
+    if (!self->st) return self->host->fail(self->ctx, "save before start");
+    if (sync_state(self, self->st) || pull_stats(self)) return -1;
+    size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
+    pt_header h = {PT_MAGIC, self->nr, self->ladders, self->n, self->sweep, self->round};
+    const metro_host_api *host = self->host;
+    metro_ctx *c = self->ctx;
+    if (host->save_bytes(c, &h, sizeof h) || host->save_bytes(c, self->st->slot_replica, R * sizeof(int)) ||
+        host->save_bytes(c, self->replica_slot, R * sizeof(int)) ||
+        host->save_bytes(c, self->trip_state, R * sizeof(int)) ||
+        host->save_bytes(c, self->trips, R * sizeof(long long)) ||
+        host->save_bytes(c, self->st->accepted, R * sizeof(long long)) ||
+        host->save_bytes(c, self->xacc, P * sizeof(unsigned long long)) ||
+        host->save_bytes(c, self->xatt, P * sizeof(unsigned long long)))
+        return -1;
+    return 0;
+}
+
+static int restore(void *vself, const void *data, size_t size)
+{
+    pt *self = vself;
+    pt_header h;
+    if (size != blob_size(self) || size < sizeof h)
+        return self->host->fail(self->ctx, "checkpoint: %zu bytes of sampler state, expected %zu", size, blob_size(self));
+    memcpy(&h, data, sizeof h);
+    if (h.magic != PT_MAGIC || h.nr != self->nr || h.ladders != self->ladders || h.n != self->n)
+        return self->host->fail(self->ctx, "checkpoint: written for another ladder or system (%d x %d, N = %d)", h.nr,
+                                h.ladders, h.n);
+    if (!self->st) { /* before start: keep it for start() */
+        free(self->restored);
+        self->restored = malloc(size);
+        if (!self->restored) return self->host->fail(self->ctx, "out of memory");
+        memcpy(self->restored, data, size);
+        self->restored_size = size;
+        return 0;
+    }
+    apply_blob(self, self->st, data);
+    return self->backend == METRO_BACKEND_CUDA ? upload(self, self->st) : 0;
+}
+
+/* ---- start -------------------------------------------------------------- */
+
+static int start(void *vself, metro_state *st, const metro_potential_api *pot, void *pot_self)
+{
+    pt *self = vself;
+    if (st->replicas != self->R || st->particles != self->n)
+        return self->host->fail(self->ctx, "state has %d replicas of %d particles, expected %d of %d", st->replicas,
+                                st->particles, self->R, self->n);
+    self->st = st;
+    self->pot = pot;
+    self->pot_self = pot_self;
+    size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
+    self->replica_slot = malloc(R * sizeof(int));
+    self->slot_step = malloc(R * sizeof(float));
+    self->trip_state = calloc(R, sizeof(int));
+    self->trips = calloc(R, sizeof(long long));
+    self->xacc = calloc(P, sizeof(unsigned long long));
+    self->xatt = calloc(P, sizeof(unsigned long long));
+    if (!self->replica_slot || !self->slot_step || !self->trip_state || !self->trips || !self->xacc || !self->xatt)
+        return self->host->fail(self->ctx, "out of memory");
+    for (int t = 0; t < self->R; ++t) {
+        st->beta[t] = 1.0 / self->temps[t % self->nr];
+        self->slot_step[t] = (float)(self->step * (self->step_sqrt ? sqrt(self->temps[t % self->nr] / self->temps[0]) : 1.0));
+        st->slot_replica[t] = t;
+        self->replica_slot[t] = t;
+        /* the replica that starts at a ladder's lowest temperature is on
+         * its way up */
+        if (t % self->nr == 0 && self->nr > 1) self->trip_state[t] = 1;
+        st->accepted[t] = st->attempted[t] = 0;
+    }
+    if (self->restored) {
+        apply_blob(self, st, self->restored);
+        free(self->restored);
+        self->restored = NULL;
+    }
+    if (self->backend == METRO_BACKEND_CUDA) {
+        if (start_cuda(self, st)) return -1;
+        if (upload(self, st)) return -1;
+    }
+    self->host->log(self->ctx, METRO_LOG_INFO,
+                    "%d temperatures from %g to %g x %d ladder%s = %d replicas; step %g%s, exchanges every %ld sweeps",
+                    self->nr, self->temps[0], self->temps[self->nr - 1], self->ladders, self->ladders > 1 ? "s" : "",
+                    self->R, (double)self->step, self->step_sqrt ? " x sqrt(T / T_min)" : "", self->M);
+    return 0;
+}
+
+/* ---- advance ------------------------------------------------------------ */
+
+/* `seg` sweeps of every replica on the CPU: each replica's chain on one
+ * thread, trials through the potential's delta(). */
+static void cpu_sweeps(pt *self, metro_state *st, long seg)
+{
+    const int n = self->n, R = self->R;
+    const unsigned long long sweep0 = self->sweep;
+    const metro_potential_api *pot = self->pot;
+    void *ps = self->pot_self;
+#ifdef _OPENMP
+    int nt = self->threads > 0 ? self->threads : omp_get_max_threads();
+    /* threads only for work worth waking them: ~1e6 pair terms (a ms) */
+    int par = nt > 1 && R > 1 && (double)R * seg * n * n > 1e6;
+#pragma omp parallel for schedule(static) num_threads(nt) if (par)
+#endif
+    for (int r = 0; r < R; ++r) {
+        metro_float4 *p = st->pos + (size_t)r * n;
+        double E = st->energy[r];
+        const double beta = st->beta[self->replica_slot[r]];
+        const float step = self->slot_step[self->replica_slot[r]];
+        long long acc = 0;
+        for (long s = 0; s < seg; ++s) {
+            const unsigned long long sw = sweep0 + (unsigned long long)s;
+            for (int t = 0; t < n; ++t) {
+                metro_pt_trial tr = metro_pt_make_trial(self->key, (uint32_t)r, sw, (uint32_t)t, n, step);
+                metro_float4 nw = metro_pt_displace(p[tr.i], tr.dx, tr.dy, tr.dz);
+                double dE = pot->delta(ps, p, n, tr.i, nw);
+                if (metro_accept(beta * dE, tr.u)) {
+                    p[tr.i] = nw;
+                    E += dE;
+                    ++acc;
+                }
+            }
+        }
+        st->energy[r] = E;
+        st->accepted[r] += acc;
+        st->attempted[r] += (long long)n * seg;
+    }
+}
+
+static metro_pt_exchange_args exchange_args(pt *self, int device)
+{
+    metro_pt_exchange_args a;
+    metro_state *st = self->st;
+    a.energy = device ? st->d_energy : st->energy;
+    a.beta = device ? self->d_beta : st->beta;
+    a.slot_replica = device ? self->d_slot_replica : st->slot_replica;
+    a.replica_slot = device ? self->d_replica_slot : self->replica_slot;
+    a.trip_state = device ? self->d_trip_state : self->trip_state;
+    a.trips = device ? self->d_trips : self->trips;
+    a.xaccepted = device ? self->d_xacc : self->xacc;
+    a.xattempted = device ? self->d_xatt : self->xatt;
+    a.key = self->key;
+    a.round = self->round;
+    a.nr = self->nr;
+    a.ladders = self->ladders;
+    return a;
+}
+
+static int advance(void *vself, metro_state *st, long sweeps)
+{
+    pt *self = vself;
+    const int cuda = self->backend == METRO_BACKEND_CUDA;
+    cudaStream_t s = cuda ? (cudaStream_t)self->host->stream(self->ctx) : NULL;
+    while (sweeps > 0) {
+        /* up to the next exchange point (a multiple of M sweeps) */
+        long seg = self->M - (long)(self->sweep % (unsigned long long)self->M);
+        if (seg > sweeps) seg = sweeps;
+        if (seg > (1L << 30)) seg = 1L << 30;
+        if (cuda) {
+            metro_pt_sweep_args a;
+            a.pos = st->d_pos;
+            a.energy = st->d_energy;
+            a.beta = self->d_beta;
+            a.replica_slot = self->d_replica_slot;
+            a.accepted = self->d_acc;
+            a.key = self->key;
+            a.sweep0 = self->sweep;
+            a.sweeps = (int)seg;
+            a.n = self->n;
+            a.replicas = self->R;
+            a.chain = st->chain;
+            a.step = self->d_step;
+            void *args[] = {&a};
+            dim3 grid = {(unsigned)((self->R + self->rpb - 1) / self->rpb), 1, 1};
+            dim3 block = {(unsigned)(self->rpb * self->G), 1, 1};
+            PT_CUDA(cudaLaunchKernel((const void *)self->k_sweeps, grid, block, args, self->smem, s), "launching sweeps");
+        } else {
+            cpu_sweeps(self, st, seg);
+        }
+        self->sweep += (unsigned long long)seg;
+        sweeps -= seg;
+        if (self->nr > 1 && self->sweep % (unsigned long long)self->M == 0) {
+            metro_pt_exchange_args a = exchange_args(self, cuda);
+            int parity = (int)(self->round & 1);
+            long long pairs = (long long)((self->nr - parity) / 2) * self->ladders;
+            if (cuda) {
+                void *args[] = {&a};
+                long long blocks = (pairs + 127) / 128;
+                dim3 grid = {(unsigned)(blocks > 4096 ? 4096 : blocks < 1 ? 1 : blocks), 1, 1}, block = {128, 1, 1};
+                PT_CUDA(cudaLaunchKernel((const void *)self->k_exchange, grid, block, args, 0, s), "launching exchanges");
+            } else {
+                for (int L = 0; L < self->ladders; ++L)
+                    for (int k = parity; k + 1 < self->nr; k += 2) metro_pt_exchange_pair(&a, L, k);
+            }
+            self->round++;
+        }
+    }
+    return 0;
+}
+
+/* ---- sync and finish ---------------------------------------------------- */
+
+static int sync_state(void *vself, metro_state *st)
+{
+    pt *self = vself;
+    if (self->backend != METRO_BACKEND_CUDA) return 0;
+    cudaStream_t s = (cudaStream_t)self->host->stream(self->ctx);
+    size_t R = (size_t)self->R;
+    PT_CUDA(cudaMemcpyAsync(st->pos, st->d_pos, R * self->n * sizeof(metro_float4), cudaMemcpyDeviceToHost, s), "reading positions");
+    PT_CUDA(cudaMemcpyAsync(st->energy, st->d_energy, R * sizeof(double), cudaMemcpyDeviceToHost, s), "reading energies");
+    PT_CUDA(cudaMemcpyAsync(st->slot_replica, self->d_slot_replica, R * sizeof(int), cudaMemcpyDeviceToHost, s), "reading slots");
+    PT_CUDA(cudaMemcpyAsync(self->replica_slot, self->d_replica_slot, R * sizeof(int), cudaMemcpyDeviceToHost, s), "reading slots");
+    /* long long and unsigned long long share their representation */
+    PT_CUDA(cudaMemcpyAsync(st->accepted, self->d_acc, R * sizeof(long long), cudaMemcpyDeviceToHost, s), "reading counters");
+    PT_CUDA(cudaStreamSynchronize(s), "running the sweeps");
+    for (size_t r = 0; r < R; ++r) st->attempted[r] = (long long)self->n * (long long)self->sweep;
+    return 0;
+}
+
+/* Exchange statistics and round trips device -> host. */
+static int pull_stats(pt *self)
+{
+    if (self->backend != METRO_BACKEND_CUDA) return 0;
+    cudaStream_t s = (cudaStream_t)self->host->stream(self->ctx);
+    size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
+    PT_CUDA(cudaMemcpyAsync(self->trip_state, self->d_trip_state, R * sizeof(int), cudaMemcpyDeviceToHost, s), "reading round trips");
+    PT_CUDA(cudaMemcpyAsync(self->trips, self->d_trips, R * sizeof(long long), cudaMemcpyDeviceToHost, s), "reading round trips");
+    PT_CUDA(cudaMemcpyAsync(self->xacc, self->d_xacc, P * sizeof(unsigned long long), cudaMemcpyDeviceToHost, s), "reading exchanges");
+    PT_CUDA(cudaMemcpyAsync(self->xatt, self->d_xatt, P * sizeof(unsigned long long), cudaMemcpyDeviceToHost, s), "reading exchanges");
+    PT_CUDA(cudaStreamSynchronize(s), "reading statistics");
+    return 0;
+}
+
+static int finish(void *vself, metro_state *st)
+{
+    pt *self = vself;
+    const metro_host_api *host = self->host;
+    if (sync_state(self, st) || pull_stats(self)) return -1;
+    FILE *f = host->open_output(self->ctx, "exchange.csv");
+    if (!f) return -1;
+    fprintf(f, "pair,T_low,T_high,attempted,accepted,acceptance\n");
+    double worst = 1.0;
+    int worst_k = -1;
+    for (int k = 0; k + 1 < self->nr; ++k) {
+        unsigned long long att = 0, acc = 0;
+        for (int L = 0; L < self->ladders; ++L) {
+            att += self->xatt[L * (self->nr - 1) + k];
+            acc += self->xacc[L * (self->nr - 1) + k];
+        }
+        double a = att ? (double)acc / (double)att : NAN;
+        if (att && a < worst) { worst = a; worst_k = k; }
+        fprintf(f, "%d,%.9g,%.9g,%llu,%llu,%.6f\n", k, self->temps[k], self->temps[k + 1], att, acc, a);
+    }
+    if (fclose(f)) return host->fail(self->ctx, "exchange.csv: write error");
+    f = host->open_output(self->ctx, "roundtrips.csv");
+    if (!f) return -1;
+    fprintf(f, "replica,ladder,slot,T_now,round_trips,accepted,attempted\n");
+    long long total = 0;
+    for (int r = 0; r < self->R; ++r) {
+        int slot = self->replica_slot[r];
+        total += self->trips[r];
+        fprintf(f, "%d,%d,%d,%.9g,%lld,%lld,%lld\n", r, r / self->nr, slot, self->temps[slot % self->nr],
+                self->trips[r], st->accepted[r], st->attempted[r]);
+    }
+    if (fclose(f)) return host->fail(self->ctx, "roundtrips.csv: write error");
+    if (self->nr > 1)
+        host->log(self->ctx, METRO_LOG_INFO,
+                  "%llu sweeps, %llu exchange rounds; lowest pair acceptance %.3f (T %g-%g); %lld round trips "
+                  "(%.3g per replica)",
+                  self->sweep, self->round, worst_k >= 0 ? worst : NAN, worst_k >= 0 ? self->temps[worst_k] : NAN,
+                  worst_k >= 0 ? self->temps[worst_k + 1] : NAN, total, (double)total / self->R);
+    return 0;
+}
+
+static const metro_sampler_api api = {
+    METRO_ABI_VERSION, create, destroy, start, advance, sync_state, finish, save, restore,
+};
+
+METRO_PLUGIN(sampler, "parallel_tempering", "1.0.0",
+             "replica exchange: a ladder of temperatures, local moves, Eq. (6) exchanges; CPU and CUDA", params, api)
