@@ -76,9 +76,13 @@ static two_ions_result two_ions_measure(const char *ini, const char *device, lon
     r.mean = sum / blocks;
     r.err = sqrt(fmax(sum2 / blocks - r.mean * r.mean, 0.0) / (blocks - 1));
     r.acceptance = (double)st->accepted[0] / (double)st->attempted[0];
-    /* the running energy is the energy of the final state */
+    /* the running energy is the energy of the final state: to rounding in
+     * double on the CPU; the GPU sums float pair terms over tiles, so its
+     * running energy wanders by ~1e-6 over a long run (the core's drift
+     * check, 1e-4, watches the same thing in production) */
     double e = metro_sim_total_energy(sim, 0, &err);
-    ck_assert_double_eq_tol(st->energy[0], e, 1e-9 * fmax(1.0, fabs(e)));
+    double tol = metro_sim_backend(sim) == METRO_BACKEND_CUDA ? 1e-5 : 1e-9;
+    ck_assert_double_eq_tol(st->energy[0], e, tol * fmax(1.0, fabs(e)));
     metro_sim_destroy(sim);
     return r;
 }
