@@ -680,6 +680,8 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
             goto fail;
         }
     }
+    if (st->backend == METRO_BACKEND_CUDA && (rc = start_cuda(sim, err))) goto fail;
+    /* after linking, so that observables can look up their kernels */
     for (int i = 0; i < sim->nobs; ++i) {
         metro_ctx *o = &sim->obs[i];
         const metro_observable_api *a = o->plugin->d->api;
@@ -689,7 +691,6 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
             goto fail;
         }
     }
-    if (st->backend == METRO_BACKEND_CUDA && (rc = start_cuda(sim, err))) goto fail;
     if ((rc = total_all(sim, st->energy, err))) goto fail;
     for (int r = 0; r < st->replicas; ++r)
         if (!isfinite(st->energy[r])) {

@@ -205,7 +205,8 @@ static int finish(void *self, const metro_state *st)
         metro_jackknife_cv(x, n, beta, (double)e->particles, &cv, &cv_err);
         fprintf(fs, "%d,%.10g,%.12g,%.6g,%.8g,%.6g,%.6g,%.6g,%zu\n", t, T, mean, err, cv, cv_err,
                 tau_b * dt, tau_s * dt, n);
-        e->host->log(e->ctx, METRO_LOG_INFO,
+        /* a line per slot on the terminal only for a few slots; the CSV has all */
+        e->host->log(e->ctx, e->slots <= 8 ? METRO_LOG_INFO : METRO_LOG_DEBUG,
                      "slot %d T = %g: E = %.6g +- %.2g, Cv/N = %.4g +- %.2g, tau_int = %.3g "
                      "(Sokal %.3g) sweeps, %zu samples",
                      t, T, mean, err, cv, cv_err, tau_b * dt, tau_s * dt, n);

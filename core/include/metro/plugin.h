@@ -228,7 +228,9 @@ typedef struct metro_sampler_api {
     int (*restore)(void *self, const void *data, size_t size);
 } metro_sampler_api;
 
-/* Observables measure the state every `every` sweeps after equilibration. */
+/* Observables measure the state every `every` sweeps after equilibration.
+ * They are created last, after the device code is linked (host->kernel()
+ * works in create()). */
 typedef struct metro_observable_api {
     uint32_t version;
     int (*create)(const metro_host_api *host, metro_ctx *ctx,
