@@ -3,15 +3,15 @@
  * (PHYSICS.md §2: ion radius 3.75 Å, λ_B = 7.117 Å, cation density
  * 1.1447e-6 Å^-3) for N = 8192 ... 1048576:
  *
- *   brush GPU     the brush sampler on CUDA: median wall time of one cycle
- *                 (metro_sim_advance(1) + cudaDeviceSynchronize) after two
- *                 warm-up cycles; the run's stream is internal to the core
- *                 and non-blocking, so events on the legacy stream would not
- *                 bracket it, and the synchronised wall time is the honest
- *                 measure (it includes the launch and the cycle's uniforms)
+ *   brush GPU     the brush sampler on CUDA: median time of one cycle after
+ *                 two warm-up cycles, from CUDA events recorded on the run's
+ *                 stream (metro_sim_stream) around metro_sim_advance(1): the
+ *                 cycle's uniforms and its kernel, not the host's launch and
+ *                 synchronisation latency
  *   conv. GPU     metropolis, scheme = reduction, order = sequential: the
  *                 conventional scheme (one trial at a time, a parallel
- *                 reduction over the N - 1 pair terms); one whole sweep
+ *                 reduction over the N - 1 pair terms); one whole sweep,
+ *                 timed the same way
  *   CPU 1 / all   coulomb_hs's delta() loop, the loop the brush CPU backend
  *                 runs, on 1 thread and on all cores: K trials (about 2e8
  *                 pair-deltas), scaled by the exact pair count N(N-1)/(K(N-1)).
@@ -92,27 +92,51 @@ static metro_sim *make_sim(const char *ini, const char *device, const char *cons
     return sim;
 }
 
-/* Median wall time of one sweep over `reps` after `warm` sweeps; NAN on
- * failure. */
+/* Median time of one sweep over `reps` after `warm` sweeps; NAN on
+ * failure.  CUDA events recorded on the run's own stream
+ * (metro_sim_stream) bracket each sweep: the GPU time from the first to
+ * the last piece of the sweep's work on that stream (the cycle's uniforms
+ * and the kernel), without the host's launch and synchronisation latency.
+ * Without a stream (CPU) it falls back to the wall clock. */
 static double time_sweeps(metro_sim *sim, int warm, int reps)
 {
     metro_error err = {0};
+    cudaStream_t st = (cudaStream_t)metro_sim_stream(sim);
+    cudaEvent_t e0 = NULL, e1 = NULL;
     if (warm && metro_sim_advance(sim, warm, &err) != METRO_OK) goto fail;
+    if (st && (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess)) {
+        snprintf(err.msg, sizeof err.msg, "CUDA events: %s", cudaGetErrorString(cudaGetLastError()));
+        goto fail;
+    }
     cudaDeviceSynchronize();
     double t[64];
     if (reps > 64) reps = 64;
     for (int r = 0; r < reps; ++r) {
         double t0 = now();
+        if (st) cudaEventRecord(e0, st);
         if (metro_sim_advance(sim, 1, &err) != METRO_OK) goto fail;
-        if (cudaDeviceSynchronize() != cudaSuccess) {
+        if (st) cudaEventRecord(e1, st);
+        if ((st ? cudaEventSynchronize(e1) : cudaDeviceSynchronize()) != cudaSuccess) {
             snprintf(err.msg, sizeof err.msg, "CUDA: %s", cudaGetErrorString(cudaGetLastError()));
             goto fail;
         }
         t[r] = now() - t0;
+        if (st) {
+            float ms = 0.0f;
+            if (cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+                snprintf(err.msg, sizeof err.msg, "CUDA events: %s", cudaGetErrorString(cudaGetLastError()));
+                goto fail;
+            }
+            t[r] = 1e-3 * (double)ms;
+        }
     }
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
     qsort(t, (size_t)reps, sizeof t[0], cmp_double);
     return t[reps / 2];
 fail:
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
     fprintf(stderr, "brush_scaling: %s\n", err.msg);
     return NAN;
 }

@@ -14,6 +14,6 @@ $bin run "$cfg" --device cuda --output "/tmp/runs/$name" --overwrite --quiet "$@
 rc=$?
 end=$(date +%s.%N)
 mkdir -p "/tmp/runs/$name"; cp "/tmp/runs-$name.txt" "/tmp/runs/$name/stdout.txt"
-printf '%s: exit %d, wall %.1f s\n' "$name" $rc "$(echo "$end - $start" | bc)" | tee -a "/tmp/runs/$name/stdout.txt"
+printf "%s: exit %d, wall %.1f s\n" "$name" $rc "$(awk "BEGIN{print $end - $start}")" | tee -a "/tmp/runs/$name/stdout.txt"
 tail -3 "/tmp/runs-$name.txt"
 tar czf "$out/$name.tgz" --exclude=checkpoint.bin -C /tmp/runs "$name"

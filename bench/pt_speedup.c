@@ -5,13 +5,23 @@
  * back to the host at the end (as the paper's did).
  *
  *   pt_speedup [--sizes 13,55,256] [--max-replicas R] [--repeats K]
- *              [--lanes auto|4|8|16|32] [--no-cpu] [--quick]
+ *              [--lanes auto|4|8|16|32] [--no-cpu] [--collapse S] [--quick]
  *
  * GPU: after a warm-up of 1000 sweeps (which also JIT-links and loads the
- * module), each repeat times advance(4000) + metro_sim_state() (the
- * state call waits for the device and copies positions, energies and slot
- * maps back) with the monotonic wall clock; the median of the repeats is
- * reported.  CPU: the same sampler on the CPU backend, one thread and all
+ * module), each repeat times advance(4000) + metro_sim_state() (the state
+ * call waits for the device and copies positions, energies and slot maps
+ * back) with CUDA events recorded on the run's stream (metro_sim_stream):
+ * the start event before the first launch, the stop event after the copy
+ * back, so the interval is device time plus transfers plus any gaps the
+ * host leaves between launches; the median of the repeats is reported.
+ *
+ * --collapse S: the paper's start is a straight rod, and at step 0.01 the
+ * 5000 sweeps of the protocol leave it nearly straight, so most pairs lie
+ * beyond the LJ cutoff, which is not what a production run sees (compact
+ * globules below T ~ 1.5).  With --collapse S every timed system first
+ * runs S sweeps at step 0.05 (same ladder, on the GPU when there is one),
+ * is checkpointed and resumed at the protocol's step 0.01: the timings of
+ * collapsed chains, for GPU and CPU alike.  CPU: the same sampler on the CPU backend, one thread and all
  * threads (OpenMP), timed on fewer sweeps (enough for >= 0.3 s) and on at
  * most 256 replicas, then scaled linearly to 4000 sweeps and n_r replicas:
  * the CPU time of these chains is linear in both (independent replicas,
@@ -21,7 +31,8 @@
  * The ceiling: the H100's instruction issue rate (132 SMs x 4 schedulers x
  * 1.98 GHz = 1.045e12 warp instructions/s) over the warp instructions one
  * update needs in the sampler's kernel, modelled from its sm_90 SASS as
- * (ceil(N/G) x 88 + 195 + 80/G) / (32/G) for G lanes per replica, best G
+ * (ceil(N/G) x 44 + 185 + 80/G) / (32/G) for G lanes per replica, best G
+ * (44 per pass with the branch-free lj_fene of this version; it was 88)
  * (bench/NOTES.md).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -31,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "metro/metro.h"
 
@@ -45,19 +57,26 @@ static double now(void)
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
 
-static metro_sim *make(int n, int nr, const char *device, int threads, const char *lanes)
+static long collapse = 0;     /* --collapse S: prepare compact chains first */
+static int have_gpu = 0;
+static char collapse_dir[256];
+
+static metro_sim *make_at(int n, int nr, const char *device, int threads, const char *lanes, double step,
+                          const char *output, int resume)
 {
     char ini[1024];
     snprintf(ini, sizeof ini,
              "[run]\nseed = 1\nsweeps = 1\n[system]\nparticles = %d\n[potential]\nplugin = lj_fene\n"
              "[sampler]\nplugin = parallel_tempering\nt_min = 0.2\nt_max = 2.0\nreplicas = %d\n"
-             "exchange_every = %d\nstep = 0.01\nthreads = %d\nlanes = %s\n",
-             n, nr, EXCHANGE_EVERY, threads, lanes);
+             "exchange_every = %d\nstep = %g\nthreads = %d\nlanes = %s\n",
+             n, nr, EXCHANGE_EVERY, step, threads, lanes);
     metro_options opt = {0};
     opt.config_text = ini;
     opt.config_path = "<pt_speedup>";
     opt.device = device;
-    opt.output = "";
+    opt.output = output;
+    opt.overwrite = !resume && *output;
+    opt.resume = resume;
     opt.quiet = 1;
     metro_error err = {0};
     metro_sim *sim = NULL;
@@ -68,16 +87,60 @@ static metro_sim *make(int n, int nr, const char *device, int threads, const cha
     return sim;
 }
 
-/* advance + state (the barrier and the copy back); returns seconds, or -1 */
+/* The timed system: from the rod (the paper's start), or with --collapse
+ * resumed from a checkpoint after `collapse` sweeps at step 0.05 (run on
+ * prep_device). */
+static metro_sim *make(int n, int nr, const char *device, int threads, const char *lanes)
+{
+    if (!collapse) return make_at(n, nr, device, threads, lanes, 0.01, "", 0);
+    metro_sim *prep = make_at(n, nr, have_gpu ? "cuda" : device, 0, "auto", 0.05, collapse_dir, 0);
+    if (!prep) return NULL;
+    metro_error err = {0};
+    if (metro_sim_advance(prep, collapse, &err) != METRO_OK || !metro_sim_state(prep, &err) ||
+        metro_sim_checkpoint(prep, &err) != METRO_OK) {
+        fprintf(stderr, "pt_speedup: collapsing: %s\n", err.msg);
+        metro_sim_destroy(prep);
+        return NULL;
+    }
+    metro_sim_destroy(prep);
+    return make_at(n, nr, device, threads, lanes, 0.01, collapse_dir, 1);
+}
+
+/* advance + state (the barrier and the copy back); returns seconds, or -1.
+ * On CUDA the interval is taken by events on the run's stream: start
+ * before the first launch, stop after the state's copy back. */
 static double timed(metro_sim *sim, long sweeps)
 {
     metro_error err = {0};
+    cudaStream_t s = (cudaStream_t)metro_sim_stream(sim);
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    if (s && (cudaEventCreate(&e0) != cudaSuccess || cudaEventCreate(&e1) != cudaSuccess ||
+              cudaEventRecord(e0, s) != cudaSuccess)) {
+        fprintf(stderr, "pt_speedup: CUDA events failed\n");
+        return -1;
+    }
     double t0 = now();
     if (metro_sim_advance(sim, sweeps, &err) != METRO_OK || !metro_sim_state(sim, &err)) {
         fprintf(stderr, "pt_speedup: %s\n", err.msg);
+        if (s) { cudaEventDestroy(e0); cudaEventDestroy(e1); }
         return -1;
     }
-    return now() - t0;
+    double t = now() - t0;
+    if (s) {
+        float ms = 0;
+        /* the state call synchronised the stream after its copies; this
+         * event follows them */
+        if (cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+            cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess) {
+            fprintf(stderr, "pt_speedup: CUDA events failed\n");
+            t = -1;
+        } else {
+            t = 1e-3 * ms;
+        }
+        cudaEventDestroy(e0);
+        cudaEventDestroy(e1);
+    }
+    return t;
 }
 
 static int cmp(const void *a, const void *b)
@@ -101,10 +164,17 @@ static double gpu_time(int n, int nr, int repeats, const char *lanes)
 }
 
 /* CPU seconds of 4000 sweeps of nr replicas, measured on at most 256
- * replicas and >= 0.3 s, scaled; *scaled set when it was. */
+ * replicas and >= 0.3 s, scaled; *scaled set when it was.  The 256-replica
+ * measurement is made once per (N, threads) and reused for larger n_r. */
 static double cpu_time(int n, int nr, int threads, int *scaled)
 {
-    int m = nr < 256 ? nr : 256;
+    static int cn[2] = {-1, -1};
+    static double c256[2];
+    int m = nr < 256 ? nr : 256, ci = threads == 1 ? 0 : 1;
+    if (m == 256 && cn[ci] == n) {
+        *scaled = 1;
+        return c256[ci] * ((double)nr / m);
+    }
     metro_sim *sim = make(n, m, "cpu", threads, "auto");
     if (!sim) return -1;
     long s = 1;
@@ -118,7 +188,9 @@ static double cpu_time(int n, int nr, int threads, int *scaled)
     }
     metro_sim_destroy(sim);
     *scaled = s < SWEEPS || m < nr;
-    return t * ((double)SWEEPS / s) * ((double)nr / m);
+    double t_m = t * ((double)SWEEPS / s); /* 4000 sweeps of m replicas */
+    if (m == 256) { cn[ci] = n; c256[ci] = t_m; }
+    return t_m * ((double)nr / m);
 }
 
 /* Warp instructions per update (model, bench/NOTES.md) for the best G. */
@@ -126,7 +198,7 @@ static double ceiling(int n, int *best_g)
 {
     double best = 0;
     for (int G = 4; G <= 32; G *= 2) {
-        double per = (((n + G - 1) / G) * 88.0 + 195.0 + 80.0 / G) / (32.0 / G);
+        double per = (((n + G - 1) / G) * 44.0 + 185.0 + 80.0 / G) / (32.0 / G);
         if (ISSUE_RATE / per > best) { best = ISSUE_RATE / per; *best_g = G; }
     }
     return best;
@@ -144,10 +216,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--repeats") && i + 1 < argc) repeats = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--lanes") && i + 1 < argc) lanes = argv[++i];
         else if (!strcmp(argv[i], "--no-cpu")) do_cpu = 0;
+        else if (!strcmp(argv[i], "--collapse") && i + 1 < argc) collapse = atol(argv[++i]);
         else if (!strcmp(argv[i], "--quick")) { max_r = 4096; repeats = 1; }
         else {
             fprintf(stderr, "usage: pt_speedup [--sizes 13,55,256] [--max-replicas R] [--repeats K] "
-                            "[--lanes auto|4|8|16|32] [--no-cpu] [--quick]\n");
+                            "[--lanes auto|4|8|16|32] [--no-cpu] [--collapse S] [--quick]\n");
             return 2;
         }
     }
@@ -155,6 +228,11 @@ int main(int argc, char **argv)
     if (repeats > 15) repeats = 15;
     int ndev = 0;
     int gpu = cudaGetDeviceCount(&ndev) == cudaSuccess && ndev > 0;
+    have_gpu = gpu;
+    if (collapse > 0) {
+        snprintf(collapse_dir, sizeof collapse_dir, "/tmp/pt_speedup_collapse_%ld", (long)getpid());
+        if (collapse < 0) collapse = 0;
+    }
     char gpu_name[256] = "absent (no CUDA device): CPU rows only";
     if (gpu) {
         struct cudaDeviceProp p;
@@ -162,9 +240,14 @@ int main(int argc, char **argv)
         snprintf(gpu_name, sizeof gpu_name, "%s", p.name);
     }
     printf("pt_speedup: seed 000 §4.2 protocol, %ld sweeps per replica, exchanges every %d sweeps, step 0.01, "
-           "T 0.2-2.0 geometric\nGPU: %s; GPU times: median of %d after a 1000-sweep warm-up, transfers "
-           "included; '*' = CPU time measured on fewer sweeps/replicas and scaled linearly\n",
+           "T 0.2-2.0 geometric\nGPU: %s; GPU times (CUDA events on the run's stream): median of %d after a 1000-sweep warm-up, "
+           "transfers included; '*' = CPU time measured on fewer sweeps/replicas and scaled linearly\n",
            SWEEPS, EXCHANGE_EVERY, gpu_name, repeats);
+    if (collapse)
+        printf("start: collapsed chains (%ld sweeps at step 0.05 first, then resumed at step 0.01)\n", collapse);
+    else
+        printf("start: the paper's straight rod (nearly straight still after 5000 sweeps at step 0.01; "
+               "--collapse S for compact chains)\n");
 
     for (int si = 0; si < nsizes; ++si) {
         int n = sizes[si], g;

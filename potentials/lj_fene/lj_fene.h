@@ -30,15 +30,44 @@ typedef struct metro_lj_fene_params {
     int lj_bonded;    /* 1: bonded neighbours also feel E_LJ^mod */
 } metro_lj_fene_params;
 
+/* 1/x rounded to nearest, for x in the normal range below 2^126 (biased
+ * exponent 1 ... 252), which is all the LJ needs: r2 in (core2, rc2); for
+ * other x the value is unspecified (the LJ discards it by a select).
+ * Device: MUFU.RCP and one Newton step with fused multiply-adds, which is
+ * exactly the fast path of __frcp_rn (correctly rounded in that range)
+ * without its range test, branch and slow-path call.  Host: 1.0f / x, the
+ * IEEE round-to-nearest quotient.  So host and device agree bit for bit. */
+METRO_HD float metro_lj_fene_rcp(float x)
+{
+#ifdef __CUDA_ARCH__
+    float y;
+    /* y0 ~ 1/x; e = x y0 - 1 (exact); y = y0 - y0 e, rounded once */
+    asm("{\n\t.reg .f32 y0, e, ny;\n\t"
+        "rcp.approx.ftz.f32 y0, %1;\n\t"
+        "fma.rn.f32 e, %1, y0, 0fBF800000;\n\t"
+        "neg.f32 ny, y0;\n\t"
+        "fma.rn.f32 %0, ny, e, y0;\n\t}"
+        : "=f"(y) : "f"(x));
+    return y;
+#else
+    return 1.0f / x;
+#endif
+}
+
 /* Truncated and shifted LJ at squared distance r2; +inf when r2 is so
- * small (r < 1e-3 s) that the float would overflow, 0 beyond r_c. */
+ * small (r < 1e-3 s) that the float would overflow, 0 beyond r_c.
+ * Branch-free: the polynomial is evaluated for every r2 and selects pick
+ * the result (values computed outside (core2, rc2), possibly inf or NaN,
+ * are discarded), so a warp whose lanes straddle the cutoff does not
+ * diverge.  s2 = sigma2 * (1 / r2): two roundings, the same on host and
+ * device. */
 METRO_HD float metro_lj_fene_lj(const metro_lj_fene_params *p, float r2)
 {
-    if (!(r2 > p->core2)) return INFINITY;
-    if (r2 >= p->rc2) return 0.0f;
-    float s2 = p->sigma2 / r2;
+    float s2 = p->sigma2 * metro_lj_fene_rcp(r2);
     float s6 = s2 * s2 * s2;
-    return p->eps4 * (s6 * s6 - s6) - p->shift;
+    float e = p->eps4 * (s6 * s6 - s6) - p->shift;
+    e = r2 >= p->rc2 ? 0.0f : e;
+    return r2 > p->core2 ? e : INFINITY; /* NaN r2 -> +inf, as before */
 }
 
 /* FENE bond energy at squared distance r2; +inf outside (r0 - R, r0 + R). */

@@ -74,7 +74,7 @@ typedef struct brush {
     int threads, per_thread, eta, group_size, groups, tile, pre;
     size_t smem;
     metro_float4 *d_rnd;
-    unsigned *d_ticket, *d_flags;
+    unsigned *d_ticket, *d_flags, *d_done;
     double *d_group_de;
     int *d_group_acc;
     long long *d_cycle_acc;
@@ -166,11 +166,12 @@ static void free_cuda(brush *b)
     cudaFree(b->d_rnd);
     cudaFree(b->d_ticket);
     cudaFree(b->d_flags);
+    cudaFree(b->d_done);
     cudaFree(b->d_group_de);
     cudaFree(b->d_group_acc);
     cudaFree(b->d_cycle_acc);
     b->d_rnd = NULL;
-    b->d_ticket = b->d_flags = NULL;
+    b->d_ticket = b->d_flags = b->d_done = NULL;
     b->d_group_de = NULL;
     b->d_group_acc = NULL;
     b->d_cycle_acc = NULL;
@@ -253,11 +254,13 @@ static int start_cuda(brush *b)
     if (cuda_ok(b, cudaMalloc((void **)&b->d_rnd, n * sizeof(metro_float4)), "brush: allocating uniforms") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_ticket, sizeof(unsigned)), "brush: allocating") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_flags, (size_t)b->groups * sizeof(unsigned)), "brush: allocating") ||
+        cuda_ok(b, cudaMalloc((void **)&b->d_done, (size_t)b->groups * sizeof(unsigned)), "brush: allocating") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_group_de, (size_t)b->groups * sizeof(double)), "brush: allocating") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_group_acc, (size_t)b->groups * sizeof(int)), "brush: allocating") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_cycle_acc, BRUSH_SLOTS * sizeof(long long)), "brush: allocating") ||
         cuda_ok(b, cudaMemset(b->d_ticket, 0, sizeof(unsigned)), "brush: clearing") ||
-        cuda_ok(b, cudaMemset(b->d_flags, 0, (size_t)b->groups * sizeof(unsigned)), "brush: clearing"))
+        cuda_ok(b, cudaMemset(b->d_flags, 0, (size_t)b->groups * sizeof(unsigned)), "brush: clearing") ||
+        cuda_ok(b, cudaMemset(b->d_done, 0, (size_t)b->groups * sizeof(unsigned)), "brush: clearing"))
         return -1;
     b->epoch = 0;
     b->slot = 0;
@@ -366,7 +369,8 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
             return -1;
         }
         if (++b->epoch == 0) { /* 2^32 launches: start the flags afresh */
-            if (cuda_ok(b, cudaMemsetAsync(b->d_flags, 0, (size_t)b->groups * sizeof(unsigned), s), "brush: clearing"))
+            if (cuda_ok(b, cudaMemsetAsync(b->d_flags, 0, (size_t)b->groups * sizeof(unsigned), s), "brush: clearing") ||
+                cuda_ok(b, cudaMemsetAsync(b->d_done, 0, (size_t)b->groups * sizeof(unsigned), s), "brush: clearing"))
                 return -1;
             b->epoch = 1;
         }
@@ -376,6 +380,7 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
         L.rnd = b->d_rnd;
         L.ticket = b->d_ticket;
         L.flags = b->d_flags;
+        L.done = b->d_done;
         L.group_de = b->d_group_de;
         L.group_acc = b->d_group_acc;
         L.energy = st->d_energy;

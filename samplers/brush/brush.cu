@@ -47,6 +47,8 @@
 #include "brush.h"
 
 #define BRUSH_FULL 0xffffffffu
+/* earlier groups taken one at a time near the front of the chain */
+#define BRUSH_NEAR 8
 
 /* ---- memory-model helpers ------------------------------------------------ */
 
@@ -68,7 +70,7 @@ static __device__ void brush_wait_group(const unsigned *flags, int J, unsigned e
     unsigned ns = 8;
     while ((int)(brush_ld_acquire(flags + J) - epoch) < 0) {
         __nanosleep(ns);
-        if (ns < 256) ns <<= 1;
+        if (ns < 64) ns <<= 1;
     }
 }
 
@@ -182,34 +184,58 @@ static __device__ __forceinline__ void brush_prepare(int c, int pre, int lane, i
 /* The warp-synchronous decision chain of one chunk: lane l accepts iff
  * metro_accept(dE_l + s_l, u_l) with s_l the terms of the lanes before it
  * (d[j] if j accepted, else +inf where A_j was infinite).  Returns the
- * mask of accepted lanes; *s_out gets the lane's s at its decision. */
-static __device__ __forceinline__ unsigned brush_chain(double dE, float u, const float (&d)[32], unsigned om,
-                                                       int lane, float *s_out)
+ * mask of accepted lanes; *s_out gets the lane's s at its decision.
+ *
+ * Compact by design: this is the critical path of small N, run once per
+ * chunk, usually on an SM whose instruction cache has not seen it yet.  A
+ * step is a compare, one ballot, a bit test and a predicated add, with
+ * no branch and no inlined exp (the previous form inlined metro_accept in
+ * each of the 32 steps: ~95 instructions per step, 3000 per chunk to
+ * fetch).  A lane whose s falls between its bounds (a near tie) is first
+ * decided by the bound test (reject).  After the pass the tie lanes are
+ * settled in lane order with metro_accept itself (one copy of that code):
+ * a reject confirms the guess, an accept forces the lane (its bounds
+ * become +inf) and the pass is repeated.  Lane l's s at the end of a pass
+ * is its s at its own step (d[j] = 0 and no mask bit for j >= l), and a
+ * repeated pass changes nothing before the forced lane, so every lane is
+ * decided from the exact decisions of the lanes before it: the same mask
+ * as deciding each tie in place. */
+static __device__ __forceinline__ unsigned brush_chain(double dE, double nlu, float u, const float (&d)[32],
+                                                       unsigned om, int lane, float *s_out)
 {
     float lo = -INFINITY, hi = -INFINITY;
     if (dE < 1e300) {
-        const double M = -log((double)u) - dE;
+        const double M = nlu - dE; /* nlu = -ln u, computed before the chain */
         const double margin = 1e-6 * (1.0 + fabs(M));
         lo = (float)(M - margin);
         hi = (float)(M + margin);
     }
-    float s = 0.0f;
-    unsigned am = 0u;
+    for (;;) {
+        /* s: the accepted lanes' d.  A rejected lane j < l that left an
+         * infinite A_j makes l's sum +inf: its bound drops to -inf (no
+         * accept, no tie) and s becomes +inf after the pass. */
+        float s = 0.0f, lim = lo;
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-        const bool pa = s < lo, pr = s > hi;
-        const unsigned va = __ballot_sync(BRUSH_FULL, pa);
-        const unsigned vt = __ballot_sync(BRUSH_FULL, !(pa || pr));
-        unsigned bit = (va >> j) & 1u;
-        if ((vt >> j) & 1u) { /* lane j is near a tie: decide exactly */
-            const int e = metro_accept(dE + (double)s, u);
-            bit = (unsigned)__shfl_sync(BRUSH_FULL, e, j) & 1u;
+        for (int j = 0; j < 32; ++j) {
+            const unsigned v = __ballot_sync(BRUSH_FULL, s < lim);
+            if ((v >> j) & 1u) s += d[j];
+            if (((om & ~v) >> j) & 1u) lim = -INFINITY; /* one LOP3 off v: no per-step mask kept */
         }
-        am |= bit << j;
-        s += bit ? d[j] : (((om >> j) & 1u) ? INFINITY : 0.0f);
+        if (lim == -INFINITY) s = INFINITY; /* poisoned, or never accepting */
+        unsigned tm = __ballot_sync(BRUSH_FULL, !(s < lo) && !(s > hi));
+        bool redo = false;
+        while (tm && !redo) {
+            const int j = __ffs(tm) - 1;
+            tm &= tm - 1;
+            const int e = metro_accept(dE + (double)s, u);
+            redo = (__shfl_sync(BRUSH_FULL, e, j) & 1) != 0;
+            if (lane == j) lo = hi = redo ? INFINITY : -INFINITY;
+        }
+        if (!redo) {
+            *s_out = s;
+            return __ballot_sync(BRUSH_FULL, s < lo);
+        }
     }
-    *s_out = s; /* d[j] = 0 and no mask bit for j >= lane: s froze at the decision */
-    return am;
 }
 
 /* ---- the cycle ----------------------------------------------------------- */
@@ -229,7 +255,8 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
     float4 *Y = tile + TS;                    /* S: own old, then new, positions */
     float4 *Z = Y + S;                        /* S: own trials */
     double *base = (double *)(Z + S);         /* S: ΔE without the chain's terms */
-    double *wde = base + S;                   /* nwarps */
+    double *NL = base + S;                    /* S: -ln u of the decision uniforms */
+    double *wde = NL + S;                     /* nwarps */
     float *U = (float *)(wde + nwarps);       /* S: decision uniforms */
     unsigned *ovl = (unsigned *)(U + S);      /* S: lanes j whose A_j is infinite */
     float *dl = (float *)(ovl + S);           /* npre chunks x 32 x 32: d_j per lane */
@@ -250,6 +277,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         Y[k] = x;
         Z[k] = brush_trial(x, u.x, u.y, u.z, L.step);
         U[k] = u.w;
+        NL[k] = -log((double)u.w); /* off the decision chain's critical path */
         ovl[k] = 0u;
     }
     __syncthreads();
@@ -321,32 +349,39 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
             if (kq[q] == S - 1) acc[q] += (double)brush_bond_fix(tr[q], ol[q], nb);
     }
 
-    /* 2: earlier groups, new positions, as they become final */
-    const int lim = max(first - S, 0);
-    for (int b0 = 0; b0 < lim; b0 += TS) {
-        const int m = min(TS, lim - b0);
+    /* walls and fields, once per particle, before any waiting (the term is
+     * 0 or +inf, so where it is added does not change the sum) */
+    if (r == 0)
+#pragma unroll
+        for (int q = 0; q < P; ++q)
+            acc[q] += (double)metro_external_energy(tr[q]) - (double)metro_external_energy(ol[q]);
+
+    /* 2: earlier groups, new positions, as they become final.  Tiles of up
+     * to TS partners end at group boundaries; the last BRUSH_NEAR groups
+     * before g are tiles of one group each.  A block at the front of the
+     * chain thus waits for group g-2, does S partners, waits for g-1, does
+     * S partners: never a large tile between two flags of the chain (a
+     * tile of TS partners ending at g-2 used to sit on the critical path
+     * every TS/S groups).  The boundaries depend on g alone, not on timing,
+     * so the float partial sums, and the trajectory, are reproducible. */
+    const int far = max(first - BRUSH_NEAR * S, 0);
+    for (int b0 = 0; b0 < first;) {
+        const int m = b0 < far ? min(TS, far - b0) : S;
         if (t == 0) brush_wait_group(L.flags, (b0 + m - 1) / S, L.epoch);
         __syncthreads();
         brush_load(tile, L.pos, b0, m);
         __syncthreads();
         brush_tile<P>(tile, m, r, eta, tr, ol, acc);
-    }
-    if (g > 0) {
-        if (t == 0) brush_wait_group(L.flags, g - 1, L.epoch);
-        __syncthreads();
-        brush_load(tile, L.pos, first - S, S);
-        __syncthreads();
-        brush_tile<P>(tile, S, r, eta, tr, ol, acc);
-        if (chain && r == 0)
+        b0 += m;
+        if (chain && b0 == first && r == 0)
 #pragma unroll
             for (int q = 0; q < P; ++q)
-                if (kq[q] == 0) acc[q] += (double)brush_bond_fix(tr[q], ol[q], tile[S - 1]);
+                if (kq[q] == 0) acc[q] += (double)brush_bond_fix(tr[q], ol[q], tile[m - 1]);
     }
 
-    /* walls and fields, once per particle; then the eta partial sums */
+    /* the eta partial sums */
 #pragma unroll
     for (int q = 0; q < P; ++q) {
-        if (r == 0) acc[q] += (double)metro_external_energy(tr[q]) - (double)metro_external_energy(ol[q]);
         for (int o = 1; o < eta; o <<= 1) acc[q] += __shfl_xor_sync(BRUSH_FULL, acc[q], o);
         if (r == 0 && kq[q] < cnt) base[kq[q]] = acc[q];
     }
@@ -373,7 +408,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
             const float u = U[kk];
             const double dE = valid ? base[kk] : (double)INFINITY;
             float s;
-            const unsigned am = brush_chain(dE, u, d, om, lane, &s);
+            const unsigned am = brush_chain(dE, NL[kk], u, d, om, lane, &s);
             const bool acc_k = valid && ((am >> lane) & 1u);
             __syncwarp(); /* every lane has read the chunk's old positions */
             if (valid) Y[k] = acc_k ? xt : xo;
@@ -401,6 +436,14 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
             base[k] += (double)f;
         }
     }
+    /* publish the group and release its flag first (the chain's critical
+     * path); the group's sums follow, under a flag of their own */
+    for (int k = t; k < cnt; k += T) L.pos[first + k] = Y[k];
+    __syncthreads();
+    if (t == 0) {
+        __threadfence();
+        brush_st_release(L.flags + g, L.epoch);
+    }
     for (int o = 16; o > 0; o >>= 1) {
         my_de += __shfl_down_sync(BRUSH_FULL, my_de, o);
         my_acc += __shfl_down_sync(BRUSH_FULL, my_acc, o);
@@ -410,9 +453,6 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         wacc[warp] = my_acc;
     }
     __syncthreads();
-
-    /* publish the group */
-    for (int k = t; k < cnt; k += T) L.pos[first + k] = Y[k];
     if (t == 0) {
         double de = 0.0;
         int a = 0;
@@ -422,19 +462,17 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         }
         L.group_de[g] = de;
         L.group_acc[g] = a;
-    }
-    __syncthreads();
-    if (t == 0) {
         __threadfence();
-        brush_st_release(L.flags + g, L.epoch);
+        brush_st_release(L.done + g, L.epoch);
     }
 
-    /* the last group: every other group is final (its flag was acquired in
-     * phase 2, transitively); sum the groups in a fixed order */
+    /* the last group: sum the groups in a fixed order, each once its done
+     * flag says its sums are written */
     if (g == L.groups - 1) {
         double de = 0.0;
         long long a = 0;
         for (int i = t; i < L.groups; i += T) {
+            brush_wait_group(L.done, i, L.epoch);
             de += __ldcg(L.group_de + i);
             a += __ldcg(L.group_acc + i);
         }
@@ -467,7 +505,7 @@ extern "C" __global__ void __launch_bounds__(1024) brush_cycle_p1(brush_launch L
     brush_cycle<1>(L);
 }
 
-extern "C" __global__ void __launch_bounds__(256, 3) brush_cycle_p2(brush_launch L)
+extern "C" __global__ void __launch_bounds__(256, 4) brush_cycle_p2(brush_launch L)
 {
     brush_cycle<2>(L);
 }

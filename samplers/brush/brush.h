@@ -47,15 +47,17 @@ METRO_HD metro_float4 brush_trial(metro_float4 p, float ux, float uy, float uz, 
  * waits for belongs to a block already running (no deadlock whatever the
  * hardware's block order).  Group g holds particles [g S, g S + S) with
  * S = group_size = per_thread * threads / eta.  flags[g] reaches `epoch`
- * when group g's new positions are in pos; the epoch grows by one per
- * launch, so the flags never need clearing.  The last group's block sums
- * the per-group results in a fixed order, adds the energy change to
+ * when group g's new positions are in pos, done[g] when its sums are in
+ * group_de / group_acc; the epoch grows by one per launch, so the flags
+ * never need clearing.  The last group's block sums the per-group results
+ * in a fixed order, adds the energy change to
  * *energy and the acceptances to cycle_acc[slot], and re-arms *ticket. */
 typedef struct brush_launch {
     metro_float4 *pos;         /* n positions, updated in place */
     const metro_float4 *rnd;   /* n float4 uniforms of this cycle */
     unsigned *ticket;          /* group counter, 0 at launch */
-    unsigned *flags;           /* groups */
+    unsigned *flags;           /* groups: positions final */
+    unsigned *done;            /* groups: group_de / group_acc written */
     double *group_de;          /* groups: accepted energy change per group */
     int *group_acc;            /* groups: acceptances per group */
     double *energy;            /* st->d_energy (replica 0) */
@@ -79,7 +81,7 @@ METRO_HD size_t brush_smem_bytes(int threads, int S, int tile, int pre)
 {
     size_t w = (size_t)threads / 32;
     return 16 * ((size_t)tile + 2 * (size_t)S)                    /* tile, Y, Z */
-         + 8 * ((size_t)S + w)                                    /* base, wde */
+         + 8 * (2 * (size_t)S + w)                                /* base, NL, wde */
          + 4 * (2 * (size_t)S + (size_t)pre * 1024 + w);         /* U, ovl, dl, wacc */
 }
 

@@ -5,7 +5,17 @@
  * on a floating-point tie).  N = 4096 over 20 cycles, non-powers of two
  * (3000, 1000) over many layouts (eta, block, per_thread), a bonded chain
  * (lj_fene: the bond corrections across chunks and groups), energy
- * bookkeeping, and the two-ion exact check on CUDA. */
+ * bookkeeping, and the two-ion exact check on CUDA.
+ *
+ * For compute-sanitizer (racecheck instruments every shared-memory access
+ * and cannot finish the full suite in reasonable time), METRO_BRUSH_SMALL=1
+ * runs only one small case: N = METRO_BRUSH_N (default 300) over 3 cycles
+ * against the CPU, in the layout METRO_BRUSH_LAYOUT = "eta,block,per_thread"
+ * or, by default, two layouts that between them cover several groups and
+ * flags, staged chunks, several chunks per group, eta partial sums and two
+ * particles per thread:
+ *   CK_FORK=no METRO_BRUSH_SMALL=1 compute-sanitizer --tool racecheck \
+ *       build/samplers/brush/test_brush_gpu   (or wherever ctest runs it) */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,9 +207,51 @@ START_TEST(two_ions_cuda)
 }
 END_TEST
 
+START_TEST(small_case)
+{
+    const char *en = getenv("METRO_BRUSH_N"), *el = getenv("METRO_BRUSH_LAYOUT");
+    const int n = en && atoi(en) > 0 ? atoi(en) : 300;
+    char ini[2048];
+    ini_paper(ini, sizeof ini, 26, n);
+    run cpu = run_cycles(ini, "cpu", n, 3, NULL, 0);
+    static char sets[3][64];
+    const char *lay[2][3] = {{"sampler.eta=4", "sampler.block=128", "sampler.per_thread=1"},
+                             {"sampler.eta=1", "sampler.block=64", "sampler.per_thread=2"}};
+    int nlay = 2;
+    if (el && *el) {
+        int e = 0, b = 0, p = 0;
+        ck_assert_msg(sscanf(el, "%d,%d,%d", &e, &b, &p) == 3, "METRO_BRUSH_LAYOUT: want eta,block,per_thread");
+        snprintf(sets[0], sizeof sets[0], "sampler.eta=%d", e);
+        snprintf(sets[1], sizeof sets[1], "sampler.block=%d", b);
+        snprintf(sets[2], sizeof sets[2], "sampler.per_thread=%d", p);
+        lay[0][0] = sets[0];
+        lay[0][1] = sets[1];
+        lay[0][2] = sets[2];
+        nlay = 1;
+    }
+    for (int k = 0; k < nlay; ++k) {
+        run gpu = run_cycles(ini, "cuda", n, 3, lay[k], 3);
+        char what[256];
+        snprintf(what, sizeof what, "small N = %d, %s %s %s", n, lay[k][0], lay[k][1], lay[k][2]);
+        same(&cpu, &gpu, what);
+        run_free(&gpu);
+    }
+    run_free(&cpu);
+}
+END_TEST
+
 int main(void)
 {
     METRO_TEST_REQUIRE_GPU();
+    const char *small = getenv("METRO_BRUSH_SMALL");
+    if (small && *small && strcmp(small, "0") != 0) {
+        Suite *s = suite_create("brush_gpu_small");
+        TCase *tc = tcase_create("small");
+        tcase_set_timeout(tc, 600);
+        tcase_add_test(tc, small_case);
+        suite_add_tcase(s, tc);
+        return metro_test_main(s);
+    }
     Suite *s = suite_create("brush_gpu");
     TCase *tc = tcase_create("same_chain");
     tcase_set_timeout(tc, 600);

@@ -240,20 +240,22 @@ static void destroy(void *vself)
 /* ---- CUDA set-up -------------------------------------------------------- */
 
 /* Lanes per replica for the auto setting: a model of the warp instructions
- * of one trial step of a warp (a pass over G partners ~88, the fixed part
- * ~195: bonds, reduction, decision; read off the sm_90 SASS of the lj_fene
- * build, bench/NOTES.md), shared by the 32/G replicas of the warp, times
- * the fraction of the GPU the warps fill (16 warps per SM taken as full).
- * Returns 4, 8, 16 or 32. */
+ * of one trial step of a warp (a pass over G partners ~44 with the
+ * branch-free lj_fene, the fixed part ~185: broadcast, bonds, reduction,
+ * decision; read off the sm_90 SASS, bench/NOTES.md), shared by the 32/G
+ * replicas of the warp, times how busy the SMs are: the warps spread over
+ * all SMs (start_cuda shrinks blocks to one warp when replicas are few) and
+ * an SM is taken as saturated from 8 resident warps on (below that it is
+ * latency-bound, roughly in proportion).  Returns 4, 8, 16 or 32. */
 static int auto_lanes(int n, long long R, int sms)
 {
     int best = 32;
     double bestv = -1;
     for (int G = 4; G <= 32; G *= 2) {
         double passes = (double)((n + G - 1) / G);
-        double cost = passes * 88.0 + 195.0 + 80.0 / G; /* + Philox, 1/G per trial */
-        double warps = (double)R * G / 32.0, full = 16.0 * (sms > 0 ? sms : 132);
-        double v = (32.0 / G) / cost * (warps < full ? warps / full : 1.0);
+        double cost = passes * 44.0 + 185.0 + 80.0 / G; /* + Philox, 1/G per trial */
+        double per_sm = (double)R * G / 32.0 / (sms > 0 ? sms : 132);
+        double v = (32.0 / G) / cost * (per_sm < 8.0 ? per_sm / 8.0 : 1.0);
         if (v > bestv * 1.0001) { bestv = v; best = G; }
     }
     return best;
@@ -270,6 +272,10 @@ static int start_cuda(pt *self, metro_state *st)
      * a chain larger than that stays in global memory (behind L1) */
     size_t per = (size_t)self->n * sizeof(metro_float4), limit = 48 * 1024;
     int rpb = 128 / G, shared = per <= limit;
+    /* few replicas: smaller blocks (down to one warp) so that the grid
+     * covers every SM twice where it can; a 128-thread block of G = 4 on
+     * 2048 replicas made 64 blocks, half the SMs idle */
+    while (rpb > 1 && rpb * G > 32 && (self->R + rpb - 1) / rpb < 2 * (sms > 0 ? sms : 132)) rpb /= 2;
     if (shared && (size_t)rpb * per > limit) rpb = (int)(limit / per);
     self->G = G;
     self->rpb = rpb;

@@ -70,6 +70,8 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
     const double beta = a.beta[slot];
     const float step = a.step[slot];
     unsigned long long acc = 0;
+    const bool chain_bonds = a.chain != 0;
+    const unsigned span = chain_bonds ? 2u : 0u;
 
     for (int s = 0; s < a.sweeps; ++s) {
         const unsigned long long sweep = a.sweep0 + (unsigned long long)s;
@@ -86,13 +88,15 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
                 const float4 old = chain[i];
                 const float4 nw = metro_pt_displace(old, dx, dy, dz);
 
+                /* partners j with |j - i| <= 1 (chains) or j == i are
+                 * skipped: (unsigned)(j - lo) <= span, one compare */
+                const int lo = chain_bonds ? i - 1 : i;
                 float part = 0.0f;
+#pragma unroll 4
                 for (int j = lane; j < n; j += G) {
                     const float4 pj = chain[j];
                     const float d = metro_pair_energy(nw, pj) - metro_pair_energy(old, pj);
-                    const int dij = j - i;
-                    const bool skip = dij == 0 || (a.chain && (dij == 1 || dij == -1));
-                    part += skip ? 0.0f : d; /* a select: inf - inf of j == i never enters */
+                    part += (unsigned)(j - lo) <= span ? 0.0f : d; /* a select: inf - inf of j == i never enters */
                 }
                 /* the bonds to i-1 and i+1, new and old: one evaluation in
                  * each of lanes 0-3; the external term, new and old, in
