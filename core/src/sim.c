@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,19 @@
 
 #include "jit.h"
 #include "util.h"
+
+/* ---- interruption ------------------------------------------------------- */
+
+/* SIGINT/SIGTERM stop a run at the next chunk boundary with a checkpoint,
+ * so a run cut short (^C, a batch system's time limit) can be resumed.  A
+ * second signal kills as usual. */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    interrupted = sig;
+    signal(sig, SIG_DFL);
+}
 
 /* ---- the core's own parameters ------------------------------------------ */
 
@@ -826,15 +840,29 @@ static void progress(metro_sim *sim, const char *phase, long done, long total, d
     fflush(stderr);
 }
 
+static int stop_requested(metro_sim *sim, metro_error *err)
+{
+    if (!interrupted) return METRO_OK;
+    int rc = metro_sim_checkpoint(sim, err);
+    if (rc) return rc;
+    return metro__fail(err, METRO_ERUN, "interrupted by signal %d at sweep %lld; the checkpoint is written: metro resume %s continues",
+                       (int)interrupted, sim->st.sweep, sim->dir ? sim->dir : "RUNDIR");
+}
+
 int metro_sim_run(metro_sim *sim, metro_error *err)
 {
     metro_state *st = &sim->st;
+    interrupted = 0;
+    void (*old_int)(int) = signal(SIGINT, on_signal);
+    void (*old_term)(int) = signal(SIGTERM, on_signal);
     double t0 = metro__now();
     long check = sim->check_every ? sim->check_every : (sim->sweeps + sim->equilibration) / 10;
     if (check < 1) check = 1;
     double worst = 0;
     int rc = METRO_OK;
     long next_check;
+    long long first = st->sweep, att0 = 0; /* resumed runs: rates count this invocation */
+    for (int r = 0; r < st->replicas; ++r) att0 += st->attempted[r];
 
     /* equilibration, in chunks for progress and energy checks */
     long chunk = 1;
@@ -859,7 +887,10 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
         done += k;
         if (metro__now() - c0 < 0.2 && chunk < (1 << 20)) chunk *= 2;
         progress(sim, "equilibration", done, sim->equilibration, t0, done == sim->equilibration);
+        if (!rc) rc = stop_requested(sim, err);
     }
+    if (!rc && sim->equilibration)
+        core_log(sim, METRO_LOG_DEBUG, "equilibration: %ld sweeps done at %.1f s", sim->equilibration, metro__now() - t0);
     /* production: advance to the next measurement, sync, measure */
     long step = 0;
     for (int i = 0; i < sim->nobs; ++i) step = step ? gcd(step, sim->obs[i].every) : sim->obs[i].every;
@@ -895,7 +926,11 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
             next_check += check;
         }
         progress(sim, "production", done - prod_done, sim->sweeps - prod_done, p0, done == sim->sweeps);
+        if (!rc && done % (sim->sweeps / 10 > step ? sim->sweeps / 10 / step * step : step) == 0)
+            core_log(sim, METRO_LOG_DEBUG, "production: %ld of %ld sweeps at %.1f s", done, sim->sweeps, metro__now() - t0);
+        if (!rc) rc = stop_requested(sim, err);
     }
+    double t_finish = metro__now();
     if (!rc) rc = do_sync(sim, err);
     if (!rc) rc = check_energy(sim, &worst, err);
     if (!rc) rc = metro_sim_checkpoint(sim, err);
@@ -906,15 +941,19 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
         if (((const metro_observable_api *)o->plugin->d->api)->finish(o->self, st))
             rc = plugin_failed(o, err, METRO_ERUN, "could not write its results");
     }
+    core_log(sim, METRO_LOG_DEBUG, "results written in %.1f s", metro__now() - t_finish);
+    signal(SIGINT, old_int);
+    signal(SIGTERM, old_term);
     double wall = metro__now() - t0;
     long long att = 0, acc = 0;
     for (int r = 0; r < st->replicas; ++r) { att += st->attempted[r]; acc += st->accepted[r]; }
     if (!rc) {
         core_log(sim, METRO_LOG_INFO, "done: %lld sweeps in %.3f s (%.4g sweeps/s, %.4g moves/s), acceptance %.4f, largest energy drift %.3g",
-                 st->sweep, wall, st->sweep / fmax(wall, 1e-9), att / fmax(wall, 1e-9),
+                 st->sweep, wall, (st->sweep - first) / fmax(wall, 1e-9), (att - att0) / fmax(wall, 1e-9),
                  att ? (double)acc / att : 0.0, worst);
-    } else {
-        core_log(sim, METRO_LOG_ERROR, "run stopped: %s", err->msg);
+    } else if (sim->log) { /* the program prints err itself */
+        fprintf(sim->log, "run stopped: %s", err->msg);
+        fflush(sim->log);
     }
     return rc;
 }
