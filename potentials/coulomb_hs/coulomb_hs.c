@@ -447,10 +447,6 @@ static const metro_potential_api api = {
     .total = total,
 };
 
-/* The macro's parameter `kind` also names the descriptor's field: spell the
- * kind so that it rescans to that field (works with a fixed macro too). */
-#define potential kind
 METRO_PLUGIN(potential, "coulomb_hs", "1.0.0",
              "charged hard spheres in a spherical hard-wall cell, bare Coulomb with no cutoff (primitive model)",
              params, api)
-#undef potential
