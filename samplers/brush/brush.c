@@ -80,6 +80,9 @@ typedef struct brush {
     long long *d_cycle_acc;
     int slot;
     unsigned epoch;
+    /* METRO_BRUSH_TRACE set: per-group time stamps (brush.h), summarised in
+     * the log after every cycle (each cycle then waits for the device) */
+    unsigned long long *d_trace, *h_trace;
 } brush;
 
 static const metro_param_decl params[] = {
@@ -170,6 +173,10 @@ static void free_cuda(brush *b)
     cudaFree(b->d_group_de);
     cudaFree(b->d_group_acc);
     cudaFree(b->d_cycle_acc);
+    cudaFree(b->d_trace);
+    free(b->h_trace);
+    b->d_trace = NULL;
+    b->h_trace = NULL;
     b->d_rnd = NULL;
     b->d_ticket = b->d_flags = b->d_done = NULL;
     b->d_group_de = NULL;
@@ -264,6 +271,71 @@ static int start_cuda(brush *b)
         return -1;
     b->epoch = 0;
     b->slot = 0;
+    const char *tr = getenv("METRO_BRUSH_TRACE");
+    if (tr && *tr && strcmp(tr, "0")) {
+        size_t bytes = (size_t)b->groups * BRUSH_TRACE_SLOTS * sizeof(unsigned long long);
+        b->h_trace = malloc(bytes);
+        if (!b->h_trace) return b->host->fail(b->ctx, "brush: out of memory for the trace");
+        if (cuda_ok(b, cudaMalloc((void **)&b->d_trace, bytes), "brush: allocating the trace") ||
+            cuda_ok(b, cudaMemset(b->d_trace, 0, bytes), "brush: clearing the trace"))
+            return -1;
+    }
+    return 0;
+}
+
+static int cmp_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of v[0..n) (sorted in place); 0 for n = 0. */
+static long long median_ll(long long *v, int n)
+{
+    if (n <= 0) return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_ll);
+    return v[n / 2];
+}
+
+/* One log line about the cycle just run (METRO_BRUSH_TRACE): where the
+ * time of the chain goes.  ns from %globaltimer (cross-SM), clk from
+ * clock64 (within a block). */
+static int trace_report(brush *b, cudaStream_t s)
+{
+    const int G = b->groups;
+    const size_t bytes = (size_t)G * BRUSH_TRACE_SLOTS * sizeof(unsigned long long);
+    if (cuda_ok(b, cudaStreamSynchronize(s), "brush: cycle kernel") ||
+        cuda_ok(b, cudaMemcpy(b->h_trace, b->d_trace, bytes, cudaMemcpyDeviceToHost), "brush: copying the trace"))
+        return -1;
+    const unsigned long long *T = b->h_trace;
+#define TR(g, k) ((long long)T[(size_t)(g) * BRUSH_TRACE_SLOTS + (k)])
+    long long t0 = TR(0, 0), tend = TR(0, 4);
+    for (int g = 0; g < G; ++g) {
+        if (TR(g, 0) < t0) t0 = TR(g, 0);
+        if (TR(g, 4) > tend) tend = TR(g, 4);
+    }
+    long long *v = malloc((size_t)(G > 1 ? G : 1) * 6 * sizeof *v);
+    if (!v) return b->host->fail(b->ctx, "brush: out of memory for the trace");
+    long long *hand = v, *tile = v + G, *dec = v + 2 * G, *p1 = v + 3 * G, *tilec = v + 4 * G, *decc = v + 5 * G;
+    int n = 0;
+    for (int g = 1; g < G; ++g, ++n) {
+        hand[n] = TR(g, 2) - TR(g - 1, 4); /* flag g-1 released -> seen by g */
+        tile[n] = TR(g, 3) - TR(g, 2);     /* last tile, eta sums, barrier */
+        dec[n] = TR(g, 4) - TR(g, 3);      /* decisions, publish, release */
+        tilec[n] = TR(g, 8) - TR(g, 7);
+        decc[n] = TR(g, 9) - TR(g, 8);
+    }
+    for (int g = 0; g < G; ++g) p1[g] = TR(g, 1) - TR(g, 0);
+    const long long g0 = TR(0, 4) - t0, step = G > 1 ? (TR(G - 1, 4) - TR(0, 4)) / (G - 1) : 0;
+    const long long mh = median_ll(hand, n), mt = median_ll(tile, n), md = median_ll(dec, n);
+    const long long mtc = median_ll(tilec, n), mdc = median_ll(decc, n);
+    const long long mp1 = median_ll(p1, G), xp1 = p1[G - 1];
+    b->host->log(b->ctx, METRO_LOG_INFO,
+                 "brush trace: span %lld ns; group 0 released at %lld ns; chain step %lld ns (median: hand-off %lld, "
+                 "last tile %lld ns = %lld clk, decisions+release %lld ns = %lld clk); phase 1 median %lld ns, max %lld ns",
+                 tend - t0, g0, step, mh, mt, mtc, md, mdc, mp1, xp1);
+#undef TR
+    free(v);
     return 0;
 }
 
@@ -395,6 +467,7 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
         L.pre_chunks = b->pre;
         L.chain = st->chain;
         L.step = b->step;
+        L.trace = b->d_trace;
         void *args[1] = {&L};
         dim3 grid = {(unsigned)b->groups, 1, 1}, block = {(unsigned)b->threads, 1, 1};
         if (cuda_ok(b, cudaLaunchKernel((const void *)b->kernel, grid, block, args, b->smem, s), "brush: launching"))
@@ -402,6 +475,7 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
         b->slot++;
         b->cycles++;
         st->attempted[0] += b->n;
+        if (b->d_trace && trace_report(b, s)) return -1;
     }
     return 0;
 }
@@ -501,10 +575,6 @@ static const metro_sampler_api api = {
     .restore = restore,
 };
 
-/* The macro's parameter `kind` also names the descriptor's field: spell the
- * kind so that it rescans to that field (works with a fixed macro too). */
-#define sampler kind
 METRO_PLUGIN(sampler, "brush", "1.0.0",
              "sequential-updating Metropolis; on CUDA the exact Brush Metropolis algorithm (seed 002)", params,
              api)
-#undef sampler

@@ -74,6 +74,19 @@ static __device__ void brush_wait_group(const unsigned *flags, int J, unsigned e
     }
 }
 
+/* Trace points (METRO_BRUSH_TRACE): thread 0 stamps the time when L.trace
+ * is set.  Off the hot loops; L is kernel-parameter memory, so the check
+ * holds no register. */
+static __device__ __forceinline__ void brush_stamp(const brush_launch &L, int g, int k)
+{
+    if (L.trace) {
+        unsigned long long gt;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt));
+        L.trace[(size_t)g * BRUSH_TRACE_SLOTS + k] = gt;
+        L.trace[(size_t)g * BRUSH_TRACE_SLOTS + 5 + k] = (unsigned long long)clock64();
+    }
+}
+
 /* ---- pair terms ---------------------------------------------------------- */
 
 /* ΔU of moving a particle from o to t, against partner b (non-bonded). */
@@ -266,6 +279,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
     for (int e = t; e < npre * 1024; e += T) dl[e] = 0.0f;
     __syncthreads();
     const int g = (int)s_group;
+    if (t == 0) brush_stamp(L, g, 0);
     const int first = g * S;
     const int cnt = min(S, L.n - first);
     const int nch = (cnt + 31) >> 5;
@@ -364,10 +378,14 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
      * tile of TS partners ending at g-2 used to sit on the critical path
      * every TS/S groups).  The boundaries depend on g alone, not on timing,
      * so the float partial sums, and the trajectory, are reproducible. */
+    if (t == 0) brush_stamp(L, g, 1);
     const int far = max(first - BRUSH_NEAR * S, 0);
     for (int b0 = 0; b0 < first;) {
         const int m = b0 < far ? min(TS, far - b0) : S;
-        if (t == 0) brush_wait_group(L.flags, (b0 + m - 1) / S, L.epoch);
+        if (t == 0) {
+            brush_wait_group(L.flags, (b0 + m - 1) / S, L.epoch);
+            if (b0 + m == first) brush_stamp(L, g, 2);
+        }
         __syncthreads();
         brush_load(tile, L.pos, b0, m);
         __syncthreads();
@@ -386,6 +404,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         if (r == 0 && kq[q] < cnt) base[kq[q]] = acc[q];
     }
     __syncthreads();
+    if (t == 0) brush_stamp(L, g, 3);
 
     /* D: decisions.  Chunk c belongs to warp c mod nwarps.  Step c: its
      * warp runs the chain; one barrier; every warp adds chunk c's new
@@ -441,8 +460,12 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
     for (int k = t; k < cnt; k += T) L.pos[first + k] = Y[k];
     __syncthreads();
     if (t == 0) {
-        __threadfence();
+        /* no __threadfence: st.release.gpu is cumulative over the writes the
+         * barrier ordered before it (PTX memory model), and the fence it
+         * emits (MEMBAR.ALL.GPU) already waits for them; __threadfence added
+         * a MEMBAR.SC.GPU on the chain's critical path */
         brush_st_release(L.flags + g, L.epoch);
+        brush_stamp(L, g, 4);
     }
     for (int o = 16; o > 0; o >>= 1) {
         my_de += __shfl_down_sync(BRUSH_FULL, my_de, o);
@@ -462,8 +485,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         }
         L.group_de[g] = de;
         L.group_acc[g] = a;
-        __threadfence();
-        brush_st_release(L.done + g, L.epoch);
+        brush_st_release(L.done + g, L.epoch); /* orders the two stores above */
     }
 
     /* the last group: sum the groups in a fixed order, each once its done

@@ -72,7 +72,13 @@ typedef struct brush_launch {
     int pre_chunks;            /* chunks whose in-chunk terms are staged in shared memory */
     int chain;                 /* st->chain: bonds between index neighbours */
     float step;                /* D */
+    /* NULL, or (METRO_BRUSH_TRACE) BRUSH_TRACE_SLOTS per group: %globaltimer
+     * at start, phase 1 done, flag g-1 seen, base ready, flag g released
+     * (0..4), then clock64 at the same points (5..9) */
+    unsigned long long *trace;
 } brush_launch;
+
+#define BRUSH_TRACE_SLOTS 16
 
 /* Bytes of dynamic shared memory a block of `threads` needs for groups of
  * S particles, tiles of `tile` partners and `pre` staged chunks; the kernel
