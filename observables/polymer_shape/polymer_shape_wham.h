@@ -9,8 +9,13 @@
  * energies f_k = -ln Z_k solve
  *   ln g_b = ln H_b - ln sum_k N_k exp(f_k - beta_k E_b)
  *   f_k    = -ln sum_b g_b exp(-beta_k E_b)
- * iterated to convergence in log space (log-sum-exp: beta E reaches 10^3
- * and more), from the thermodynamic-integration guess
+ * are the stationarity conditions of the convex function
+ *   A(f) = sum_b H_b ln sum_k N_k exp(f_k - beta_k E_b) - sum_k N_k f_k,
+ * minimised by Newton's method with a line search (a handful of passes
+ * over the bins, where the plain self-consistent iteration needs thousands
+ * when neighbouring histograms overlap poorly, as at a freezing
+ * transition), in log space (log-sum-exp: beta E reaches 10^3 and more),
+ * from the thermodynamic-integration guess
  * f_{k+1} = f_k + (beta_{k+1} - beta_k)(<E>_k + <E>_{k+1})/2.
  * E_b is the mean energy of the samples in bin b (not the bin centre), so
  * the binning error is of second order in beta x bin width.
@@ -50,8 +55,10 @@ int metro__wham_init(metro__wham *w, int K, const double *beta, double e_min, do
 void metro__wham_add(metro__wham *w, int k, double e, double a, double b);
 
 /* Solve for the free energies (f[] as the start when `warm`, else the
- * thermodynamic-integration guess).  Returns the iterations used, or -1
- * when it did not reach max |df| < tol within max_iter. */
+ * thermodynamic-integration guess).  Converged when one self-consistent
+ * iteration would move no f_k by tol (or a full Newton step is below tol).
+ * Returns the Newton iterations used, or -1 when not converged within
+ * max_iter (f then holds the best point found). */
 long metro__wham_solve(metro__wham *w, double tol, long max_iter, int warm);
 
 /* Reweighted averages at inverse temperature beta (after solve). */

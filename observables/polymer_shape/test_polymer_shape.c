@@ -97,6 +97,61 @@ START_TEST(wham_known_density_of_states)
 }
 END_TEST
 
+/* A two-phase density of states, g = g_s + A g_l with Gamma-shaped
+ * branches (g_s(E) = (E - Es)^(cs-1) / Gamma(cs), the same for l): the
+ * "solid" coexists with the "liquid" at T = 0.32 with a latent heat, so
+ * the histograms near it are bimodal and overlap poorly, as at the
+ * freezing of the 55-mer.  Z(beta) = e^(-beta Es) beta^-cs + A e^(-beta El) beta^-cl.
+ * The plain self-consistent iteration needed about 1500 passes here (a
+ * minute for the p55 run's 31000 bins x 64 temperatures); Newton's method
+ * on the convex WHAM objective takes a handful. */
+START_TEST(wham_two_phases_converges_fast)
+{
+    enum { K = 16, n = 20000 };
+    const double cs = 81, Es = -200, cl = 90, El = -185, Tf = 0.32;
+    const double lnA = (cs - cl) * log(Tf) + (El - Es) / Tf;
+    double beta[K], lnz[K];
+    for (int k = 0; k < K; ++k) {
+        beta[k] = 1.0 / (0.2 * pow(2.5 / 0.2, k / (K - 1.0)));
+        double zs = -beta[k] * Es - cs * log(beta[k]), zl = lnA - beta[k] * El - cl * log(beta[k]);
+        lnz[k] = fmax(zs, zl) + log1p(exp(-fabs(zs - zl)));
+    }
+    unsigned long long s = 0x9e3779b97f4a7c15ull;
+    double *e = malloc(sizeof *e * K * n);
+    double lo = INFINITY, hi = -INFINITY;
+    for (int k = 0; k < K; ++k) {
+        double zs = -beta[k] * Es - cs * log(beta[k]);
+        double ps = exp(zs - lnz[k]); /* probability of the solid */
+        for (int i = 0; i < n; ++i) {
+            s ^= s << 13; s ^= s >> 7; s ^= s << 17;
+            int solid = ((double)(s >> 11) + 0.5) / 9007199254740992.0 < ps;
+            double x = solid ? Es + gamma_sample(&s, (int)cs, beta[k]) : El + gamma_sample(&s, (int)cl, beta[k]);
+            e[k * n + i] = x;
+            if (x < lo) lo = x;
+            if (x > hi) hi = x;
+        }
+    }
+    metro__wham w;
+    ck_assert_int_eq(metro__wham_init(&w, K, beta, lo, hi, 0.01), 0);
+    for (int k = 0; k < K; ++k)
+        for (int i = 0; i < n; ++i) metro__wham_add(&w, k, e[k * n + i], 1, 0);
+    long it = metro__wham_solve(&w, 1e-10, 100000, 0);
+    ck_assert_msg(it > 0 && it <= 30, "%ld iterations", it);
+    /* f_k - f_0 = -(ln Z_k - ln Z_0) */
+    for (int k = 1; k < K; ++k)
+        ck_assert_msg(fabs(w.f[k] + lnz[k] - lnz[0]) < 0.15, "f_%d = %.6f, exact %.6f", k, w.f[k], lnz[0] - lnz[k]);
+    /* a warm start from the answer is done at once */
+    ck_assert_int_le(metro__wham_solve(&w, 1e-10, 100000, 1), 2);
+    /* the peak of C_V at the coexistence */
+    metro__wham_avg a;
+    metro__wham_average(&w, 1 / Tf, &a);
+    double cv = (a.e2 - a.e * a.e) / (Tf * Tf);
+    ck_assert_msg(cv > 5 * cl, "C_V(T_f) = %g: no latent heat", cv);
+    metro__wham_free(&w);
+    free(e);
+}
+END_TEST
+
 /* Row of csv whose column T equals T (within 1e-7), or -1. */
 static int row_of(const char *path, double T)
 {
@@ -164,6 +219,7 @@ int main(void)
     tc = tcase_create("reweighting");
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, wham_known_density_of_states);
+    tcase_add_test(tc, wham_two_phases_converges_fast);
     tcase_add_test(tc, reweighting_reproduces_direct_estimates);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
