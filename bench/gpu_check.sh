@@ -14,7 +14,7 @@ for tool in racecheck memcheck synccheck; do
 done >> $out/sanitizers.txt
 cat $out/sanitizers.txt
 for n in 8192 1048576; do
-  timeout 120 ncu --clock-control none --kernel-name regex:brush_cycle --launch-skip 3 --launch-count 1 \
+  timeout 120 ncu --clock-control none --kernel-name regex:brush_cycle --launch-skip 2 --launch-count 1 \
     --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section ComputeWorkloadAnalysis \
     $b/bin/brush_scaling --sizes $n --no-cpu --no-conventional --reps 1 > $out/ncu_$n.txt 2>&1
   grep -E "Duration|Compute \(SM\) Throughput|Issue Slots Busy|Achieved Occupancy|Warp Cycles Per Issued|Stall|No Eligible" $out/ncu_$n.txt | head -12
