@@ -25,3 +25,10 @@ extern "C" __device__ float metro_external_energy(float4 a)
 {
     return coulomb_hs_external(coulomb_hs_p(), a);
 }
+
+/* The fast form of metro_pair_energy(trial, b) - metro_pair_energy(old, b)
+ * (coulomb_hs.h): the same float for an allowed old position. */
+extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b)
+{
+    return coulomb_hs_pair_delta(coulomb_hs_p(), trial, old, b);
+}

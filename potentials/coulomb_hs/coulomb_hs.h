@@ -87,6 +87,43 @@ METRO_HD float coulomb_hs_pair(const coulomb_hs_params *p, metro_float4 a, metro
     return c * coulomb_hs_rsqrt(r2);
 }
 
+/* The device ABI's pair-delta (metro/device.h metro_pair_delta): the
+ * change of the pair energy of a when it moves from o to t, against a
+ * partner b, for an allowed old position (o does not overlap b).  One
+ * species lookup for b, one prefactor c = λ z_a z_b, two rsqrt, one overlap
+ * test (the trial's):
+ *
+ *     c_t = r_t^2 < d_ab^2 ? +INFINITY : c;    delta = c_t / r_t - c / r_o
+ *
+ * rounded exactly as the difference of two coulomb_hs_pair values was on
+ * the device, where nvcc contracted E(t, b) - E(o, b) to
+ * fma(c_t, 1/r_t, -(c_o / r_o)) (the brush kernels' SASS: FMUL + FFMA):
+ * the product and the fused multiply-add are written out, so no other
+ * contraction can be chosen.  c_o = c because o is allowed, so the result
+ * is, bit for bit, what the samplers computed from metro_pair_energy
+ * before; an overlapping o (never a term a sampler uses: the configuration
+ * is always allowed) would give a finite value here where the difference
+ * of the energies gives -inf or NaN.  On the host: the same expression
+ * with fmaf (not used by the CPU loops, whose delta() sums
+ * (double)E(t, b) - (double)E(o, b)). */
+METRO_HD float coulomb_hs_pair_delta(const coulomb_hs_params *p, metro_float4 t, metro_float4 o, metro_float4 b)
+{
+    metro_float4 sa = p->sp[coulomb_hs_species(o.w)];
+    metro_float4 sb = p->sp[coulomb_hs_species(b.w)];
+    float rt2 = metro_dist2(t, b), ro2 = metro_dist2(o, b);
+    float dmin = sa.y + sb.y;
+    float rt = coulomb_hs_rsqrt(rt2), ro = coulomb_hs_rsqrt(ro2);
+#ifdef __CUDA_ARCH__
+    float c = __fmul_rn(sa.z, sb.x);
+    float ct = rt2 < dmin * dmin ? INFINITY : c;
+    return __fmaf_rn(ct, rt, -__fmul_rn(c, ro));
+#else
+    float c = sa.z * sb.x;
+    float ct = rt2 < dmin * dmin ? INFINITY : c;
+    return fmaf(ct, rt, -(c * ro));
+#endif
+}
+
 /* Wall energy of a: 0 while |r| <= R_cell - d/2, +INFINITY outside.  The
  * squared radius is rounded the same way on both backends (no fused
  * multiply-add on the device), so a centre right at the wall is inside or

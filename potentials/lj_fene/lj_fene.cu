@@ -25,3 +25,10 @@ extern "C" __device__ float metro_external_energy(float4 a)
 {
     return 0.0f;
 }
+
+/* Plainly the difference of the two pair energies: the same expression (and
+ * float result) the samplers computed from metro_pair_energy before. */
+extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b)
+{
+    return metro_lj_fene_lj(lj_fene_p(), metro_dist2(trial, b)) - metro_lj_fene_lj(lj_fene_p(), metro_dist2(old, b));
+}

@@ -89,16 +89,25 @@ static __device__ __forceinline__ void brush_stamp(const brush_launch &L, int g,
 
 /* ---- pair terms ---------------------------------------------------------- */
 
-/* ΔU of moving a particle from o to t, against partner b (non-bonded). */
+/* ΔU of moving a particle from o to t, against partner b (non-bonded): the
+ * potential's pair-delta, which shares the partner's parameters and the
+ * prefactor between the two energies and tests only the trial for an
+ * overlap.  o is allowed against every partner whose term is used (the
+ * configuration always is; a staged B_j of a trial x~_j overlapping o only
+ * matters if j is accepted, which that overlap forbids). */
 static __device__ __forceinline__ float brush_pd(float4 t, float4 o, float4 b)
 {
-    return metro_pair_energy(t, b) - metro_pair_energy(o, b);
+    return metro_pair_delta(t, o, b);
 }
 
-/* The same with the bonded-pair rule (partners of the own group). */
+/* The same with the bonded-pair rule (partners of the own group): bonded
+ * neighbours through metro_interaction, the others through the pair-delta. */
 static __device__ __forceinline__ float brush_id(float4 t, float4 o, float4 b, int i, int j, int chain)
 {
-    return metro_interaction(t, b, i, j, chain) - metro_interaction(o, b, i, j, chain);
+    const int d = i - j;
+    if (chain && (d == 1 || d == -1))
+        return metro_interaction(t, b, i, j, chain) - metro_interaction(o, b, i, j, chain);
+    return metro_pair_delta(t, o, b);
 }
 
 /* Bond correction for an index neighbour b in another group, whose pair

@@ -30,6 +30,16 @@ extern "C" __device__ float metro_pair_energy(float4 a, float4 b);
 extern "C" __device__ float metro_bond_energy(float4 a, float4 b);
 /* One-body energy (walls, fields); +INFINITY outside the allowed region. */
 extern "C" __device__ float metro_external_energy(float4 a);
+/* The change of the pair energy of a particle with partner b (not bonded to
+ * it) when it moves from `old` to `trial`: U(trial,b) - U(old,b); +INFINITY
+ * when the trial is forbidden (overlap).  `old` is an allowed position
+ * (U(old,b) finite: samplers only ever move particles of an allowed
+ * configuration); what an old overlap gives is the potential's choice.
+ * Every potential defines it (the link fails otherwise, naming it), so a
+ * potential can share work between the two energies (the partner's
+ * parameters, a prefactor, one overlap test) that two metro_pair_energy
+ * calls would do twice. */
+extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b);
 
 /* The interaction of i and j in a system whose bonds (when chain is set)
  * join neighbours in index order.  Every sampler computes pair terms
