@@ -26,10 +26,17 @@
  *
  * Memory: the series are kept whole up to `max_memory_mb`; past that every
  * other sample is dropped and recording continues at twice the interval.
- * On CUDA the measurement reads the host copies the core synchronises
- * before measuring (a device kernel for the shape would save that copy).
+ * On CUDA, measure_device() measures on the device instead (kernel
+ * polymer_shape_record of polymer_shape.cu, one warp per slot, reading
+ * st->d_pos and st->d_energy through st->d_slot_replica, the same two-pass
+ * formula in double) into a buffer of up to DEVICE_ROWS measurements (at
+ * most about 8 MB) that is copied back to the series when full, before the
+ * series are thinned, and in finish() and save(); so measuring costs no
+ * host sync.  The values equal the host path's to double rounding.  The
+ * log says at DEBUG level which path measured first.
  */
 #define _GNU_SOURCE
+#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +68,20 @@ typedef struct ps {
     long long measured;      /* measure() calls */
     long long stride;        /* record every stride-th call */
     metro_series *e, *a, *b; /* per slot: E, r_gyr^2, R_ee^2 */
+    /* CUDA (measure_device): the last `pending` recorded measurements are
+     * still in d_buf, row j = E[slots], r_gyr^2[slots], R_ee^2[slots] */
+    void *k_record;
+    double *d_buf, *h_buf;
+    size_t d_rows, pending;
+    int said_device, said_host; /* the DEBUG line of each path was logged */
 } ps;
+
+/* Measurements in the device buffer: at most DEVICE_ROWS, and at most
+ * DEVICE_BUFFER_DOUBLES doubles (8 MB), at least one. */
+#define DEVICE_ROWS 512
+#define DEVICE_BUFFER_DOUBLES (1u << 20)
+/* Threads per block of polymer_shape_record (a warp per slot). */
+#define RECORD_THREADS 128
 
 static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *pp, const metro_setup *setup,
                   void **out)
@@ -89,6 +109,10 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
         free(self->e); free(self->a); free(self->b); free(self);
         return host->fail(ctx, "out of memory");
     }
+    if (setup->backend == METRO_BACKEND_CUDA && host->kernel(ctx, "polymer_shape_record", &self->k_record)) {
+        free(self->e); free(self->a); free(self->b); free(self);
+        return -1;
+    }
     *out = self;
     return 0;
 }
@@ -105,6 +129,8 @@ static void destroy(void *vself)
     free(self->e);
     free(self->a);
     free(self->b);
+    if (self->d_buf) cudaFree(self->d_buf);
+    free(self->h_buf);
     free(self);
 }
 
@@ -115,12 +141,42 @@ static void thin(metro_series *s)
     s->n = j;
 }
 
-static int measure(void *vself, const metro_state *st)
+static int cuda_check(ps *self, cudaError_t c, const char *what)
 {
-    ps *self = vself;
+    return c == cudaSuccess ? 0 : self->host->fail(self->ctx, "%s: %s", what, cudaGetErrorString(c));
+}
+
+/* Append the measurements still on the device to the series, in order.
+ * Returns 0 or -1 (failed).  No CUDA call when nothing is pending. */
+static int flush(ps *self)
+{
+    if (!self->pending) return 0;
+    const size_t S = (size_t)self->slots, k = self->pending * 3 * S;
+    cudaStream_t s = (cudaStream_t)self->host->stream(self->ctx);
+    if (cuda_check(self, cudaMemcpyAsync(self->h_buf, self->d_buf, k * sizeof(double), cudaMemcpyDeviceToHost, s),
+                   "polymer_shape: download measurements") ||
+        cuda_check(self, cudaStreamSynchronize(s), "polymer_shape: measurements"))
+        return -1;
+    for (size_t j = 0; j < self->pending; ++j) {
+        const double *row = self->h_buf + j * 3 * S;
+        for (size_t t = 0; t < S; ++t)
+            if (metro_series_push(&self->e[t], row[t]) || metro_series_push(&self->a[t], row[S + t]) ||
+                metro_series_push(&self->b[t], row[2 * S + t]))
+                return self->host->fail(self->ctx, "out of memory");
+    }
+    self->pending = 0;
+    return 0;
+}
+
+/* Both paths: 1 when this call records a measurement, 0 when the stride
+ * skips it, -1 on failure.  Thins the series (after bringing back what the
+ * device holds) when they are full. */
+static int admit(ps *self, const metro_state *st)
+{
     if (st->replicas != self->slots) return self->host->fail(self->ctx, "the number of replicas changed");
     if (self->measured++ % self->stride) return 0;
-    if (self->e[0].n >= self->cap) { /* all series are equally long */
+    if (self->e[0].n + self->pending >= self->cap) { /* all series are equally long */
+        if (flush(self)) return -1;
         for (int t = 0; t < self->slots; ++t) {
             thin(&self->e[t]);
             thin(&self->a[t]);
@@ -130,6 +186,54 @@ static int measure(void *vself, const metro_state *st)
         self->host->log(self->ctx, METRO_LOG_INFO, "series full: keeping every %lld-th measurement from now",
                         self->stride);
     }
+    return 1;
+}
+
+static int measure_device(void *vself, const metro_state *st)
+{
+    ps *self = vself;
+    if (!self->k_record) return self->host->fail(self->ctx, "polymer_shape: no device kernel (not the CUDA backend)");
+    if (!self->d_buf) {
+        size_t rows = DEVICE_BUFFER_DOUBLES / (3 * (size_t)self->slots);
+        self->d_rows = rows < 1 ? 1 : rows > DEVICE_ROWS ? DEVICE_ROWS : rows;
+        size_t bytes = self->d_rows * 3 * (size_t)self->slots * sizeof(double);
+        self->h_buf = malloc(bytes);
+        if (!self->h_buf) return self->host->fail(self->ctx, "out of memory");
+        if (cuda_check(self, cudaMalloc((void **)&self->d_buf, bytes), "polymer_shape: cudaMalloc measurements"))
+            return -1;
+    }
+    if (!self->said_device) {
+        self->said_device = 1;
+        self->host->log(self->ctx, METRO_LOG_DEBUG,
+                        "measuring on the device: %zu measurements of %d slots are copied back at a time", self->d_rows,
+                        self->slots);
+    }
+    int rc = admit(self, st);
+    if (rc <= 0) return rc;
+    if (self->pending == self->d_rows && flush(self)) return -1;
+    double *out = self->d_buf + self->pending * 3 * (size_t)self->slots;
+    int n = self->n, slots = self->slots;
+    void *args[] = {(void *)&st->d_pos, (void *)&st->d_energy, (void *)&st->d_slot_replica, &n, &slots, &out};
+    unsigned threads = (unsigned)slots * 32u < RECORD_THREADS ? (unsigned)slots * 32u : RECORD_THREADS;
+    dim3 grid = {(unsigned)(((size_t)slots * 32 + threads - 1) / threads), 1, 1}, block = {threads, 1, 1};
+    if (cuda_check(self, cudaLaunchKernel((const void *)self->k_record, grid, block, args, 0,
+                                          (cudaStream_t)self->host->stream(self->ctx)),
+                   "polymer_shape: launch polymer_shape_record"))
+        return -1;
+    self->pending++;
+    return 0;
+}
+
+static int measure(void *vself, const metro_state *st)
+{
+    ps *self = vself;
+    if (flush(self)) return -1; /* keep the measurements in order */
+    if (!self->said_host) {
+        self->said_host = 1;
+        self->host->log(self->ctx, METRO_LOG_DEBUG, "measuring from the host copies");
+    }
+    int rc = admit(self, st);
+    if (rc <= 0) return rc;
     for (int t = 0; t < self->slots; ++t) {
         int r = st->slot_replica[t];
         double rg2, ree2;
@@ -358,6 +462,7 @@ static void plots(ps *self)
 static int finish(void *vself, const metro_state *st)
 {
     ps *self = vself;
+    if (flush(self)) return -1;
     if (self->e[0].n < 4) {
         self->host->log(self->ctx, METRO_LOG_WARN, "fewer than 4 measurements: no thermo.csv");
         return 0;
@@ -380,6 +485,7 @@ static int save(void *vself)
 {
     ps *self = vself;
     const metro_host_api *h = self->host;
+    if (flush(self)) return -1;
     long long head[3] = {self->measured, self->stride, (long long)self->e[0].n};
     if (h->save_bytes(self->ctx, head, sizeof head)) return -1;
     for (int t = 0; t < self->slots; ++t)
@@ -411,10 +517,12 @@ static int restore(void *vself, const void *data, size_t size)
     }
     self->measured = head[0];
     self->stride = head[1];
+    self->pending = 0; /* measurements still on the device belonged to the replaced state */
     return 0;
 }
 
-static const metro_observable_api api = {METRO_ABI_VERSION, create, destroy, measure, finish, save, restore, NULL};
+static const metro_observable_api api = {METRO_ABI_VERSION, create,  destroy, measure,
+                                         finish,            save,    restore, measure_device};
 
 METRO_PLUGIN(observable, "polymer_shape", "1.0.0",
              "per temperature: energy, C_V/N, r_gyr^2 and its fluctuation, R_ee^2; multiple-histogram curve; plots",
