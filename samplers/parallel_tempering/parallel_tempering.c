@@ -315,6 +315,8 @@ static int upload(pt *self, metro_state *st)
     PT_CUDA(cudaMemcpyAsync(self->d_beta, st->beta, R * sizeof(double), cudaMemcpyHostToDevice, s), "uploading");
     PT_CUDA(cudaMemcpyAsync(self->d_step, self->slot_step, R * sizeof(float), cudaMemcpyHostToDevice, s), "uploading");
     PT_CUDA(cudaMemcpyAsync(self->d_slot_replica, st->slot_replica, R * sizeof(int), cudaMemcpyHostToDevice, s), "uploading");
+    /* observables that measure on the device read the slot map from here */
+    st->d_slot_replica = self->d_slot_replica;
     PT_CUDA(cudaMemcpyAsync(self->d_replica_slot, self->replica_slot, R * sizeof(int), cudaMemcpyHostToDevice, s), "uploading");
     PT_CUDA(cudaMemcpyAsync(self->d_trip_state, self->trip_state, R * sizeof(int), cudaMemcpyHostToDevice, s), "uploading");
     PT_CUDA(cudaMemcpyAsync(self->d_trips, self->trips, R * sizeof(long long), cudaMemcpyHostToDevice, s), "uploading");
