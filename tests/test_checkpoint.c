@@ -21,13 +21,6 @@ static void write_ini(const char *path, int sweeps)
     fclose(f);
 }
 
-static int same_file(const char *a, const char *b)
-{
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cmp -s %s %s", a, b);
-    return system(cmd) == 0;
-}
-
 START_TEST(resume_is_exact)
 {
     char d[] = "/tmp/metro-ck-XXXXXX";
@@ -50,15 +43,15 @@ START_TEST(resume_is_exact)
 
     snprintf(a, sizeof a, "%s/full/checkpoint.bin", d);
     snprintf(b, sizeof b, "%s/split/checkpoint.bin", d);
-    ck_assert_msg(same_file(a, b), "checkpoints differ: %s %s", a, b);
+    ck_assert_msg(metro_test_same_file(a, b), "checkpoints differ: %s %s", a, b);
     snprintf(a, sizeof a, "%s/full/energy.csv", d);
     snprintf(b, sizeof b, "%s/split/energy.csv", d);
-    ck_assert_msg(same_file(a, b), "time series differ: %s %s", a, b);
+    ck_assert_msg(metro_test_same_file(a, b), "time series differ: %s %s", a, b);
 
     /* resuming a finished run redoes only the results */
     snprintf(args, sizeof args, "analyze %s/split --device cpu --quiet", d);
     ck_assert_int_eq(metro_test_cli(args, NULL, NULL), 0);
-    ck_assert_msg(same_file(a, b), "analyze changed the time series");
+    ck_assert_msg(metro_test_same_file(a, b), "analyze changed the time series");
 
     /* a damaged checkpoint is refused, not trusted */
     snprintf(args, sizeof args, "printf 'XXXX' | dd of=%s/split/checkpoint.bin bs=1 seek=100 conv=notrunc status=none", d);

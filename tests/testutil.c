@@ -51,6 +51,23 @@ metro_sim *metro_test_sim(const char *ini_text, const char *device, const char *
     return sim;
 }
 
+int metro_test_same_file(const char *a, const char *b)
+{
+    size_t na, nb;
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int same = fa && fb;
+    while (same) {
+        char ba[65536], bb[65536];
+        na = fread(ba, 1, sizeof ba, fa);
+        nb = fread(bb, 1, sizeof bb, fb);
+        same = na == nb && !memcmp(ba, bb, na);
+        if (na < sizeof ba) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
 char *metro_test_slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");

@@ -35,6 +35,9 @@ const char *metro_test_run_dir(void);
  * status. */
 int metro_test_cli(const char *args, char **out, char **err);
 
+/* 1 when the two files exist and are byte for byte the same. */
+int metro_test_same_file(const char *a, const char *b);
+
 /* Read a whole file into a heap string (NULL if it cannot be read). */
 char *metro_test_slurp(const char *path);
 
