@@ -52,6 +52,14 @@ START_TEST(every_pair_links_for_sm90)
             ck_assert_msg(rc == METRO_OK, "%s x %s: %s", f.p[j]->d->name, f.p[i]->d->name, e.msg);
             ck_assert_uint_gt(size, 1000);
             ck_assert_int_eq(memcmp(cubin, "\177ELF", 4), 0);
+            /* METRO_JIT_DUMP=DIR keeps the cubins, for cuobjdump / nvdisasm */
+            const char *dump = getenv("METRO_JIT_DUMP");
+            if (dump && *dump) {
+                char path[1024];
+                snprintf(path, sizeof path, "%s/%s_%s.cubin", dump, f.p[j]->d->name, f.p[i]->d->name);
+                FILE *out = fopen(path, "wb");
+                ck_assert_msg(out && fwrite(cubin, 1, size, out) == size && fclose(out) == 0, "cannot write %s", path);
+            }
             free(cubin);
             printf("linked %s x %s (+ observables) for sm_90: %zu bytes\n", f.p[j]->d->name, f.p[i]->d->name, size);
             ++pairs;

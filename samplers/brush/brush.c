@@ -330,6 +330,17 @@ static int trace_report(brush *b, cudaStream_t s)
     const long long mh = median_ll(hand, n), mt = median_ll(tile, n), md = median_ll(dec, n);
     const long long mtc = median_ll(tilec, n), mdc = median_ll(decc, n);
     const long long mp1 = median_ll(p1, G), xp1 = p1[G - 1];
+    /* METRO_BRUSH_TRACE=<file>: also the raw stamps, one row per group,
+     * appended (ns from the cycle's first start) */
+    const char *path = getenv("METRO_BRUSH_TRACE");
+    if (path && strcmp(path, "1")) {
+        FILE *f = fopen(path, "a");
+        if (!f) return b->host->fail(b->ctx, "brush: cannot open the trace file %s", path);
+        for (int g = 0; g < G; ++g)
+            fprintf(f, "%d,%d,%lld,%lld,%lld,%lld,%lld,%lld\n", b->n, g, TR(g, 0) - t0, TR(g, 1) - t0,
+                    TR(g, 2) - t0, TR(g, 3) - t0, TR(g, 4) - t0, TR(g, 10));
+        fclose(f);
+    }
     b->host->log(b->ctx, METRO_LOG_INFO,
                  "brush trace: span %lld ns; group 0 released at %lld ns; chain step %lld ns (median: hand-off %lld, "
                  "last tile %lld ns = %lld clk, decisions+release %lld ns = %lld clk); phase 1 median %lld ns, max %lld ns",

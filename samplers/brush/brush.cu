@@ -84,6 +84,11 @@ static __device__ __forceinline__ void brush_stamp(const brush_launch &L, int g,
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt));
         L.trace[(size_t)g * BRUSH_TRACE_SLOTS + k] = gt;
         L.trace[(size_t)g * BRUSH_TRACE_SLOTS + 5 + k] = (unsigned long long)clock64();
+        if (k == 0) {
+            unsigned sm;
+            asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+            L.trace[(size_t)g * BRUSH_TRACE_SLOTS + 10] = sm;
+        }
     }
 }
 
@@ -171,35 +176,23 @@ static __device__ __forceinline__ void brush_load(float4 *tile, const float4 *po
     for (int i = threadIdx.x; i < m; i += blockDim.x) tile[i] = __ldcg(pos + b0 + i);
 }
 
-/* The chain's terms for lane `lane` of chunk c: d[j] and the mask of
- * infinite A_j, from the staged arrays or computed now. */
-static __device__ __forceinline__ void brush_prepare(int c, int pre, int lane, int cnt, int first, int chain,
-                                                     const float4 *Y, const float4 *Z, const unsigned *ovl,
-                                                     const float *dl, float (&d)[32], unsigned &om)
+/* The in-chunk terms of lane `lane` of chunk c for the chain: d[j] and the
+ * mask of infinite A_j, staged in phase A (c < pre: dl, ovl) or by the
+ * round's first step (djit, and the per-warp masks omp of nx warps). */
+static __device__ __forceinline__ void brush_terms(int c, int pre, int lane, int k, int cnt, int nx,
+                                                   const unsigned *ovl, const float *dl, const float *djit,
+                                                   const unsigned *omp, float (&d)[32], unsigned &om)
 {
-    const int cs = c << 5, k = cs + lane;
-    const bool valid = k < cnt;
-    if (c < pre) {
+    const float *src = c < pre ? dl + (c << 10) : djit;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) d[j] = dl[(c << 10) + (j << 5) + lane];
-        om = valid ? ovl[k] : 0u;
-        return;
-    }
+    for (int j = 0; j < 32; ++j) d[j] = src[(j << 5) + lane];
     om = 0u;
-    const float4 xo = Y[valid ? k : cs];
-    float4 xt = Z[valid ? k : cs];
-    xt.w = xo.w;
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-        float v = 0.0f;
-        if (j < lane && valid) {
-            const float A = brush_id(xt, xo, Y[cs + j], first + k, first + cs + j, chain);
-            const float B = brush_id(xt, xo, Z[cs + j], first + k, first + cs + j, chain);
-            const bool fin = A < INFINITY;
-            v = fin ? B - A : B;
-            if (!fin) om |= 1u << j;
+    if (k < cnt) {
+        if (c < pre) {
+            om = ovl[k];
+        } else {
+            for (int w = 0; w < nx; ++w) om |= omp[(w << 5) + lane];
         }
-        d[j] = v;
     }
 }
 
@@ -283,6 +276,9 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
     unsigned *ovl = (unsigned *)(U + S);      /* S: lanes j whose A_j is infinite */
     float *dl = (float *)(ovl + S);           /* npre chunks x 32 x 32: d_j per lane */
     int *wacc = (int *)(dl + npre * 1024);    /* nwarps */
+    float *xpart = (float *)(wacc + nwarps);  /* BRUSH_XWARPS x 32: cross-chunk partial sums */
+    unsigned *omp = (unsigned *)(xpart + BRUSH_XWARPS * 32); /* BRUSH_XWARPS x 32: in-chunk masks */
+    float *djit = (float *)(omp + BRUSH_XWARPS * 32); /* 32 x 32: in-chunk terms of an unstaged chunk */
 
     if (t == 0) s_group = atomicAdd(L.ticket, 1u);
     for (int e = t; e < npre * 1024; e += T) dl[e] = 0.0f;
@@ -415,26 +411,74 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
     __syncthreads();
     if (t == 0) brush_stamp(L, g, 3);
 
-    /* D: decisions.  Chunk c belongs to warp c mod nwarps.  Step c: its
-     * warp runs the chain; one barrier; every warp adds chunk c's new
-     * positions to the base of its own later chunks (the owner of chunk
-     * c+1 first).  The critical path per chunk is chain -> barrier -> 32
-     * pair-deltas (+ 32 shared loads of staged terms). */
+    /* D: decisions.  Round c decides chunk c; its owner is warp c mod
+     * nwarps.  The owner's critical path per round is two barriers and a
+     * chain: everything that does not depend on chunk c-1's decisions was
+     * staged before, and the rest is spread over all warps.
+     *
+     *  S1  the first nx warps, each a slice of R = 32/nx rows j: every lane
+     *      l of chunk c adds ΔU against the new positions of rows j of
+     *      chunk c-1 (-> xpart[w][l]) and, for chunks not staged in phase
+     *      A, computes the in-chunk terms of its rows (-> djit, omp);
+     *  S2  the owner: base + Σ_w xpart in warp order, the chain, chunk c's
+     *      new positions; the other warps: chunks c+1, c+2, ... against
+     *      chunk c-1's new positions (each chunk by one warp), so chunk c+1
+     *      has every earlier chunk but c when its round begins.
+     */
+    const int nx = min(nwarps, BRUSH_XWARPS), R = 32 / nx;
     double my_de = 0.0;
     int my_acc = 0;
     for (int c = 0; c < nch; ++c) {
-        if (c % nwarps == warp) {
+        const int cs = c << 5, o = c % nwarps;
+        if (warp < nx && (c > 0 || c >= pre)) { /* S1 */
+            const int k = cs + lane;
+            const bool valid = k < cnt;
+            const int kk = valid ? k : cs;
+            const float4 xo = Y[kk];
+            float4 xt = Z[kk];
+            xt.w = xo.w;
+            const int j0 = warp * R;
+            if (c > 0) {
+                float f = 0.0f;
+                for (int j = cs - 32 + j0; j < cs - 32 + j0 + R; ++j)
+                    f += brush_id(xt, xo, Y[j], first + k, first + j, chain);
+                xpart[(warp << 5) + lane] = f;
+            }
+            if (c >= pre) {
+                unsigned m = 0u;
+                for (int j = j0; j < j0 + R; ++j) {
+                    float v = 0.0f;
+                    if (j < lane && valid) {
+                        const float A = brush_id(xt, xo, Y[cs + j], first + k, first + cs + j, chain);
+                        const float B = brush_id(xt, xo, Z[cs + j], first + k, first + cs + j, chain);
+                        const bool fin = A < INFINITY;
+                        v = fin ? B - A : B;
+                        if (!fin) m |= 1u << j;
+                    }
+                    djit[(j << 5) + lane] = v;
+                }
+                omp[(warp << 5) + lane] = m;
+            }
+        }
+        __syncthreads();
+        if (warp == o) { /* S2: the chain */
             float d[32];
             unsigned om;
-            brush_prepare(c, pre, lane, cnt, first, chain, Y, Z, ovl, dl, d, om);
-            const int k = (c << 5) + lane;
+            const int k = cs + lane;
             const bool valid = k < cnt;
-            const int kk = valid ? k : c << 5;
+            const int kk = valid ? k : cs;
+            brush_terms(c, pre, lane, k, cnt, nx, ovl, dl, djit, omp, d, om);
             const float4 xo = Y[kk];
             float4 xt = Z[kk];
             xt.w = xo.w;
             const float u = U[kk];
-            const double dE = valid ? base[kk] : (double)INFINITY;
+            double dE = (double)INFINITY;
+            if (valid) {
+                float x = 0.0f;
+                if (c > 0)
+                    for (int w = 0; w < nx; ++w) x += xpart[(w << 5) + lane];
+                dE = base[kk] + (double)x;
+            }
             float s;
             const unsigned am = brush_chain(dE, NL[kk], u, d, om, lane, &s);
             const bool acc_k = valid && ((am >> lane) & 1u);
@@ -445,24 +489,25 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
                 ++my_acc;
             }
         }
-        __syncthreads();
-        if (c + 1 >= nch) break;
-        /* this warp's chunks after c, nearest first */
-        int c2 = c + 1 + (warp - (c + 1) % nwarps + nwarps) % nwarps;
-        for (; c2 < nch; c2 += nwarps) {
-            const int k = (c2 << 5) + lane;
-            if (k >= cnt) continue;
-            const float4 xo = Y[k];
-            float4 xt = Z[k];
-            xt.w = xo.w;
-            float f = 0.0f;
+        if (c > 0 && (warp != o || nwarps == 1)) { /* S2: the far chunks */
+            const int helpers = nwarps > 1 ? nwarps - 1 : 1;
+            const int rank = nwarps > 1 ? (warp - o - 1 + nwarps) % nwarps : 0;
+            for (int c2 = c + 1 + rank; c2 < nch; c2 += helpers) {
+                const int k = (c2 << 5) + lane;
+                if (k >= cnt) continue;
+                const float4 xo = Y[k];
+                float4 xt = Z[k];
+                xt.w = xo.w;
+                float f = 0.0f;
 #pragma unroll 8
-            for (int j = 0; j < 32; ++j) {
-                const int jj = (c << 5) + j;
-                f += brush_id(xt, xo, Y[jj], first + k, first + jj, chain);
+                for (int j = 0; j < 32; ++j) {
+                    const int jj = cs - 32 + j;
+                    f += brush_id(xt, xo, Y[jj], first + k, first + jj, chain);
+                }
+                base[k] += (double)f;
             }
-            base[k] += (double)f;
         }
+        __syncthreads();
     }
     /* publish the group and release its flag first (the chain's critical
      * path); the group's sums follow, under a flag of their own */

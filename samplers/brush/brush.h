@@ -74,11 +74,14 @@ typedef struct brush_launch {
     float step;                /* D */
     /* NULL, or (METRO_BRUSH_TRACE) BRUSH_TRACE_SLOTS per group: %globaltimer
      * at start, phase 1 done, flag g-1 seen, base ready, flag g released
-     * (0..4), then clock64 at the same points (5..9) */
+     * (0..4), then clock64 at the same points (5..9), then the SM (10) */
     unsigned long long *trace;
 } brush_launch;
 
 #define BRUSH_TRACE_SLOTS 16
+
+/* Warps that share a decision round's first step (brush.cu, D) */
+#define BRUSH_XWARPS 8
 
 /* Bytes of dynamic shared memory a block of `threads` needs for groups of
  * S particles, tiles of `tile` partners and `pre` staged chunks; the kernel
@@ -88,7 +91,8 @@ METRO_HD size_t brush_smem_bytes(int threads, int S, int tile, int pre)
     size_t w = (size_t)threads / 32;
     return 16 * ((size_t)tile + 2 * (size_t)S)                    /* tile, Y, Z */
          + 8 * (2 * (size_t)S + w)                                /* base, NL, wde */
-         + 4 * (2 * (size_t)S + (size_t)pre * 1024 + w);         /* U, ovl, dl, wacc */
+         + 4 * (2 * (size_t)S + (size_t)pre * 1024 + w)          /* U, ovl, dl, wacc */
+         + 4 * (2 * BRUSH_XWARPS * 32 + (pre < S / 32 ? 1024 : 0)); /* xpart, omp, djit */
 }
 
 #endif
