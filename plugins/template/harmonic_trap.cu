@@ -14,3 +14,4 @@ extern "C" __device__ float metro_bond_energy(float4 a, float4 b) { return 0.0f;
 extern "C" __device__ float metro_external_energy(float4 a) { return harmonic_trap_external(P(), a); }
 /* No pair energy, so no change of it either. */
 extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b) { return 0.0f; }
+METRO_PAIR_DELTA_SUM_PLAIN

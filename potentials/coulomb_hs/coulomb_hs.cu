@@ -32,3 +32,20 @@ extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b)
 {
     return coulomb_hs_pair_delta(coulomb_hs_p(), trial, old, b);
 }
+
+/* Runs of pair-deltas with λ z_a outside the sum and one overlap flag:
+ * Σ_b z_b (1/r_t - 1/r_o), times λ z_a at the end (coulomb_hs.h). */
+extern "C" __device__ metro_pd_sum metro_pair_delta_begin(float4 trial, float4 old)
+{
+    return coulomb_hs_sum_begin(coulomb_hs_p(), trial, old);
+}
+
+extern "C" __device__ void metro_pair_delta_add(metro_pd_sum *s, float4 b)
+{
+    coulomb_hs_sum_add(coulomb_hs_p(), s, b);
+}
+
+extern "C" __device__ float metro_pair_delta_end(const metro_pd_sum *s)
+{
+    return coulomb_hs_sum_end(s);
+}

@@ -124,6 +124,44 @@ METRO_HD float coulomb_hs_pair_delta(const coulomb_hs_params *p, metro_float4 t,
 #endif
 }
 
+/* A run of pair-deltas (metro/device.h metro_pair_delta_begin/add/end):
+ *
+ *     v[0] = Σ_b z_b (1/r_t - 1/r_o)    flag: the trial overlaps some b
+ *     result = flag ? +INFINITY : λ_B z_a v[0]
+ *
+ * λ z_a leaves the sum and the overlap is one predicate per partner, so a
+ * pair-delta is the two distances, two rsqrt, the hard-core test and one
+ * FADD + FFMA (against FMUL + FMUL + FFMA + FADD + FSEL for the sum of
+ * coulomb_hs_pair_delta).  Rounding differs from that sum (still float
+ * over the run, double across runs). */
+METRO_HD metro_pd_sum coulomb_hs_sum_begin(const coulomb_hs_params *p, metro_float4 t, metro_float4 o)
+{
+    metro_float4 sa = p->sp[coulomb_hs_species(o.w)];
+    metro_pd_sum s;
+    s.t = t;
+    s.o = o;
+    s.v[0] = 0.0f;
+    s.v[1] = sa.y; /* d_a / 2 */
+    s.v[2] = sa.z; /* λ z_a */
+    s.v[3] = 0.0f;
+    s.flag = 0;
+    return s;
+}
+
+METRO_HD void coulomb_hs_sum_add(const coulomb_hs_params *p, metro_pd_sum *s, metro_float4 b)
+{
+    metro_float4 sb = p->sp[coulomb_hs_species(b.w)];
+    float rt2 = metro_dist2(s->t, b), ro2 = metro_dist2(s->o, b);
+    float dmin = s->v[1] + sb.y;
+    s->flag = s->flag | (rt2 < dmin * dmin);
+    s->v[0] = fmaf(sb.x, coulomb_hs_rsqrt(rt2) - coulomb_hs_rsqrt(ro2), s->v[0]);
+}
+
+METRO_HD float coulomb_hs_sum_end(const metro_pd_sum *s)
+{
+    return s->flag ? INFINITY : s->v[2] * s->v[0];
+}
+
 /* Wall energy of a: 0 while |r| <= R_cell - d/2, +INFINITY outside.  The
  * squared radius is rounded the same way on both backends (no fused
  * multiply-add on the device), so a centre right at the wall is inside or

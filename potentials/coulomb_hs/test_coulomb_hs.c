@@ -219,6 +219,53 @@ START_TEST(delta_equals_total_difference)
 }
 END_TEST
 
+/* The run form the GPU samplers sum with (metro_pair_delta_begin/add/end)
+ * against the pair-deltas one by one: equal up to float rounding, and
+ * +INFINITY as soon as one partner overlaps the trial. */
+START_TEST(pair_delta_runs_equal_the_sums)
+{
+    coulomb_hs_params P;
+    memset(&P, 0, sizeof P);
+    const float z[2] = {3, -1}, d[2] = {7.5f, 4}, lb = 7.117f, R = 60;
+    for (int k = 0; k < 2; ++k) P.sp[k] = metro_f4(z[k], d[k] / 2, lb * z[k], (R - d[k] / 2) * (R - d[k] / 2));
+    P.nspecies = 2;
+    P.bjerrum = lb;
+    P.cell_radius = R;
+    srand(7);
+#define U01 ((float)rand() / (float)RAND_MAX)
+    int overlaps = 0;
+    for (int t = 0; t < 2000; ++t) {
+        metro_float4 o = metro_f4(40 * U01 - 20, 40 * U01 - 20, 40 * U01 - 20, (float)(t & 1));
+        metro_float4 tr = metro_f4(o.x + 6 * U01 - 3, o.y + 6 * U01 - 3, o.z + 6 * U01 - 3, o.w);
+        metro_pd_sum run = coulomb_hs_sum_begin(&P, tr, o);
+        double want = 0.0, scale = 0.0;
+        int hit = 0;
+        for (int j = 0; j < 32; ++j) {
+            metro_float4 b;
+            do { /* partners never overlap the old position */
+                b = metro_f4(40 * U01 - 20, 40 * U01 - 20, 40 * U01 - 20, (float)(rand() & 1));
+            } while (metro_dist2(o, b) < 36.0f);
+            float pd = coulomb_hs_pair_delta(&P, tr, o, b);
+            hit |= isinf(pd);
+            want += pd;
+            scale += fabs(coulomb_hs_pair(&P, o, b));
+            coulomb_hs_sum_add(&P, &run, b);
+        }
+        float got = coulomb_hs_sum_end(&run);
+        if (hit) {
+            ck_assert_msg(isinf(got) && got > 0, "trial %d: an overlapping run gives %g", t, got);
+            ++overlaps;
+        } else {
+            ck_assert_msg(fabs(got - want) <= 1e-5 * scale, "trial %d: run %.9g, sum %.9g (scale %g)", t, got, want,
+                          scale);
+        }
+    }
+#undef U01
+    ck_assert_int_gt(overlaps, 20);
+    ck_assert_int_lt(overlaps, 1980);
+}
+END_TEST
+
 /* ---- placement ----------------------------------------------------------- */
 
 static int cmp_key(const void *a, const void *b)
@@ -357,6 +404,7 @@ int main(void)
     tc = tcase_create("energy");
     tcase_add_test(tc, energies_by_hand);
     tcase_add_test(tc, delta_equals_total_difference);
+    tcase_add_test(tc, pair_delta_runs_equal_the_sums);
     suite_add_tcase(s, tc);
     tc = tcase_create("placement");
     tcase_set_timeout(tc, 120);

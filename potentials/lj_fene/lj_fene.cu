@@ -32,3 +32,5 @@ extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b)
 {
     return metro_lj_fene_lj(lj_fene_p(), metro_dist2(trial, b)) - metro_lj_fene_lj(lj_fene_p(), metro_dist2(old, b));
 }
+
+METRO_PAIR_DELTA_SUM_PLAIN

@@ -226,32 +226,52 @@ static int configure(brush *b)
     b->eta = eta;
     b->group_size = P * T / eta;
     b->groups = (b->n + b->group_size - 1) / b->group_size;
-    b->tile = b->group_size > 1024 ? b->group_size : 1024;
-    b->pre = b->group_size <= 256 ? b->group_size / 32 : 0;
-    b->smem = brush_smem_bytes(T, b->group_size, b->tile, b->pre);
+    b->tile = b->group_size > 1024 ? b->group_size : T >= 256 ? 1024 : 512;
 
     static const char *names[5] = {NULL, "brush_cycle_p1", "brush_cycle_p2", NULL, "brush_cycle_p4"};
     if (h->kernel(b->ctx, names[P], &b->kernel)) return -1;
-    if (b->smem > 48 * 1024 &&
-        cuda_ok(b, cudaFuncSetAttribute((const void *)b->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b->smem),
-                "brush: asking for shared memory"))
-        return -1;
+    /* Stage the in-chunk terms of groups of up to 256 in phase A, unless
+     * that costs a block per SM (then the decision rounds compute them) */
     int per_sm = 0;
-    if (cuda_ok(b, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)b->kernel, T, b->smem),
-                "brush: occupancy"))
-        return -1;
+    for (int pass = 0; pass < 2; ++pass) {
+        const int pre = pass == 0 && b->group_size <= 256 ? b->group_size / 32 : 0;
+        const size_t smem = brush_smem_bytes(T, b->group_size, b->tile, pre);
+        if (smem > 48 * 1024 &&
+            cuda_ok(b, cudaFuncSetAttribute((const void *)b->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                    "brush: asking for shared memory"))
+            return -1;
+        int n = 0;
+        if (cuda_ok(b, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void *)b->kernel, T, smem),
+                    "brush: occupancy"))
+            return -1;
+        if (pass == 0 || n > per_sm) {
+            b->pre = pre;
+            b->smem = smem;
+            per_sm = n;
+        }
+        if (pre == 0) break;
+    }
     if (per_sm < 1)
         return h->fail(b->ctx, "brush: a block of %d threads with %zu bytes of shared memory does not fit on this GPU",
                        T, b->smem);
+    if (cuda_ok(b, cudaFuncSetAttribute((const void *)b->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b->smem),
+                "brush: asking for shared memory"))
+        return -1;
     struct cudaFuncAttributes fa;
     memset(&fa, 0, sizeof fa);
     cudaFuncGetAttributes(&fa, (const void *)b->kernel);
     h->log(b->ctx, METRO_LOG_INFO,
            "brush: %d groups of %d particles, %d threads per block (eta %d, %d per thread), %zu B shared, "
-           "%d registers, %zu B local, %d blocks per SM, %d SMs, step %g",
-           b->groups, b->group_size, T, eta, P, b->smem, fa.numRegs, fa.localSizeBytes, per_sm, sms,
+           "%d registers, %zu B local, %d blocks per SM, %d SMs, %d chunks staged, step %g",
+           b->groups, b->group_size, T, eta, P, b->smem, fa.numRegs, fa.localSizeBytes, per_sm, sms, b->pre,
            (double)b->step);
     return 0;
+}
+
+/* One buffer for the group flags and, after them, the chunk flags. */
+static size_t flag_bytes(const brush *b)
+{
+    return (size_t)b->groups * (1 + (size_t)b->group_size / 32) * sizeof(unsigned);
 }
 
 static int start_cuda(brush *b)
@@ -260,13 +280,13 @@ static int start_cuda(brush *b)
     if (configure(b)) return -1;
     if (cuda_ok(b, cudaMalloc((void **)&b->d_rnd, n * sizeof(metro_float4)), "brush: allocating uniforms") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_ticket, sizeof(unsigned)), "brush: allocating") ||
-        cuda_ok(b, cudaMalloc((void **)&b->d_flags, (size_t)b->groups * sizeof(unsigned)), "brush: allocating") ||
+        cuda_ok(b, cudaMalloc((void **)&b->d_flags, flag_bytes(b)), "brush: allocating") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_done, (size_t)b->groups * sizeof(unsigned)), "brush: allocating") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_group_de, (size_t)b->groups * sizeof(double)), "brush: allocating") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_group_acc, (size_t)b->groups * sizeof(int)), "brush: allocating") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_cycle_acc, BRUSH_SLOTS * sizeof(long long)), "brush: allocating") ||
         cuda_ok(b, cudaMemset(b->d_ticket, 0, sizeof(unsigned)), "brush: clearing") ||
-        cuda_ok(b, cudaMemset(b->d_flags, 0, (size_t)b->groups * sizeof(unsigned)), "brush: clearing") ||
+        cuda_ok(b, cudaMemset(b->d_flags, 0, flag_bytes(b)), "brush: clearing") ||
         cuda_ok(b, cudaMemset(b->d_done, 0, (size_t)b->groups * sizeof(unsigned)), "brush: clearing"))
         return -1;
     b->epoch = 0;
@@ -452,7 +472,7 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
             return -1;
         }
         if (++b->epoch == 0) { /* 2^32 launches: start the flags afresh */
-            if (cuda_ok(b, cudaMemsetAsync(b->d_flags, 0, (size_t)b->groups * sizeof(unsigned), s), "brush: clearing") ||
+            if (cuda_ok(b, cudaMemsetAsync(b->d_flags, 0, flag_bytes(b), s), "brush: clearing") ||
                 cuda_ok(b, cudaMemsetAsync(b->d_done, 0, (size_t)b->groups * sizeof(unsigned), s), "brush: clearing"))
                 return -1;
             b->epoch = 1;
@@ -463,6 +483,7 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
         L.rnd = b->d_rnd;
         L.ticket = b->d_ticket;
         L.flags = b->d_flags;
+        L.cflags = b->d_flags + b->groups;
         L.done = b->d_done;
         L.group_de = b->d_group_de;
         L.group_acc = b->d_group_acc;

@@ -94,17 +94,6 @@ static __device__ __forceinline__ void brush_stamp(const brush_launch &L, int g,
 
 /* ---- pair terms ---------------------------------------------------------- */
 
-/* ΔU of moving a particle from o to t, against partner b (non-bonded): the
- * potential's pair-delta, which shares the partner's parameters and the
- * prefactor between the two energies and tests only the trial for an
- * overlap.  o is allowed against every partner whose term is used (the
- * configuration always is; a staged B_j of a trial x~_j overlapping o only
- * matters if j is accepted, which that overlap forbids). */
-static __device__ __forceinline__ float brush_pd(float4 t, float4 o, float4 b)
-{
-    return metro_pair_delta(t, o, b);
-}
-
 /* The same with the bonded-pair rule (partners of the own group): bonded
  * neighbours through metro_interaction, the others through the pair-delta. */
 static __device__ __forceinline__ float brush_id(float4 t, float4 o, float4 b, int i, int j, int chain)
@@ -122,51 +111,62 @@ static __device__ __forceinline__ float brush_bond_fix(float4 t, float4 o, float
     return (metro_bond_energy(t, b) - metro_pair_energy(t, b)) - (metro_bond_energy(o, b) - metro_pair_energy(o, b));
 }
 
+/* One run of partners src[0], src[stride], ... (n of them, n <= 32)
+ * against the thread's P particles: the potential's pair-delta sum (float
+ * over the run, metro/device.h), added to acc in double.  STRIDE 1 is the
+ * hot case (the loads take immediate offsets); global partners are read
+ * from L2 (other blocks write them during the launch). */
+template <int P, int STRIDE, bool GLOBAL>
+static __device__ __forceinline__ void brush_run(const float4 *src, int n, int stride, const float4 (&tr)[P],
+                                                 const float4 (&ol)[P], double (&acc)[P])
+{
+    metro_pd_sum f[P];
+#pragma unroll
+    for (int q = 0; q < P; ++q) f[q] = metro_pair_delta_begin(tr[q], ol[q]);
+    const int st = STRIDE ? STRIDE : stride;
+    if (STRIDE && n == 32) {
+#pragma unroll 8
+        for (int s = 0; s < 32; ++s) {
+            const float4 b = GLOBAL ? __ldcg(src + s * st) : src[s * st];
+#pragma unroll
+            for (int q = 0; q < P; ++q) metro_pair_delta_add(&f[q], b);
+        }
+    } else {
+#pragma unroll 4
+        for (int s = 0; s < n; ++s) {
+            const float4 b = GLOBAL ? __ldcg(src + s * st) : src[s * st];
+#pragma unroll
+            for (int q = 0; q < P; ++q) metro_pair_delta_add(&f[q], b);
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < P; ++q) acc[q] += (double)metro_pair_delta_end(&f[q]);
+}
+
 /* The inter-group loop: partners tile[r], tile[r + eta], ... < m against
- * the thread's P particles; float over 32 partners, then double. */
+ * the thread's P particles, in runs of 32 partners. */
 template <int P>
 static __device__ __forceinline__ void brush_tile(const float4 *tile, int m, int r, int eta, const float4 (&tr)[P],
                                                   const float4 (&ol)[P], double (&acc)[P])
 {
     int i = r;
-    if (eta == 1) { /* stride known: the loads take immediate offsets */
-        for (; i + 31 < m; i += 32) {
-            float f[P];
-#pragma unroll
-            for (int q = 0; q < P; ++q) f[q] = 0.0f;
-#pragma unroll 8
-            for (int s = 0; s < 32; ++s) {
-                const float4 b = tile[i + s];
-#pragma unroll
-                for (int q = 0; q < P; ++q) f[q] += brush_pd(tr[q], ol[q], b);
-            }
-#pragma unroll
-            for (int q = 0; q < P; ++q) acc[q] += (double)f[q];
-        }
-    }
-    for (; i + 31 * eta < m; i += 32 * eta) {
-        float f[P];
-#pragma unroll
-        for (int q = 0; q < P; ++q) f[q] = 0.0f;
-#pragma unroll 8
-        for (int s = 0; s < 32; ++s) {
-            const float4 b = tile[i + s * eta];
-#pragma unroll
-            for (int q = 0; q < P; ++q) f[q] += brush_pd(tr[q], ol[q], b);
-        }
-#pragma unroll
-        for (int q = 0; q < P; ++q) acc[q] += (double)f[q];
-    }
-    float f[P];
-#pragma unroll
-    for (int q = 0; q < P; ++q) f[q] = 0.0f;
-    for (; i < m; i += eta) {
-        const float4 b = tile[i];
-#pragma unroll
-        for (int q = 0; q < P; ++q) f[q] += brush_pd(tr[q], ol[q], b);
-    }
-#pragma unroll
-    for (int q = 0; q < P; ++q) acc[q] += (double)f[q];
+    if (eta == 1)
+        for (; i + 31 < m; i += 32) brush_run<P, 1, false>(tile + i, 32, 1, tr, ol, acc);
+    for (; i + 31 * eta < m; i += 32 * eta) brush_run<P, 0, false>(tile + i, 32, eta, tr, ol, acc);
+    if (i < m) brush_run<P, 0, false>(tile + i, (m - i + eta - 1) / eta, eta, tr, ol, acc);
+}
+
+/* One published chunk of 32 partners, read straight from L2 (each warp
+ * after its own acquire): partners r, r + eta, ... against the thread's P
+ * particles, one run, as brush_tile sums a tile of 32. */
+template <int P>
+static __device__ __forceinline__ void brush_chunk(const float4 *src, int r, int eta, const float4 (&tr)[P],
+                                                   const float4 (&ol)[P], double (&acc)[P])
+{
+    if (eta == 1)
+        brush_run<P, 1, true>(src, 32, 1, tr, ol, acc);
+    else
+        brush_run<P, 0, true>(src + r, (32 - r + eta - 1) / eta, eta, tr, ol, acc);
 }
 
 /* Load partners pos[b0 .. b0+m) into the tile (L2 only: other blocks write
@@ -376,30 +376,53 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
             acc[q] += (double)metro_external_energy(tr[q]) - (double)metro_external_energy(ol[q]);
 
     /* 2: earlier groups, new positions, as they become final.  Tiles of up
-     * to TS partners end at group boundaries; the last BRUSH_NEAR groups
-     * before g are tiles of one group each.  A block at the front of the
-     * chain thus waits for group g-2, does S partners, waits for g-1, does
-     * S partners: never a large tile between two flags of the chain (a
-     * tile of TS partners ending at g-2 used to sit on the critical path
-     * every TS/S groups).  The boundaries depend on g alone, not on timing,
-     * so the float partial sums, and the trajectory, are reproducible. */
+     * to TS partners end at group boundaries; the BRUSH_NEAR groups before
+     * g-1 are tiles of one group each, and group g-1 is taken chunk by
+     * chunk as its decisions publish them.  A block at the front of the
+     * chain thus follows g-1's rounds and, when g-1's last chunk is final,
+     * has 32 partners left: the chain's step is one group's decisions and
+     * one chunk, not a whole group's tile.  The boundaries depend on g
+     * alone, not on timing, so the float partial sums, and the trajectory,
+     * are reproducible. */
     if (t == 0) brush_stamp(L, g, 1);
-    const int far = max(first - BRUSH_NEAR * S, 0);
-    for (int b0 = 0; b0 < first;) {
+    const int prev = first - S; /* group g-1 */
+    const int far = max(prev - BRUSH_NEAR * S, 0);
+    for (int b0 = 0; b0 < prev;) {
         const int m = b0 < far ? min(TS, far - b0) : S;
-        if (t == 0) {
-            brush_wait_group(L.flags, (b0 + m - 1) / S, L.epoch);
-            if (b0 + m == first) brush_stamp(L, g, 2);
-        }
+        if (t == 0) brush_wait_group(L.flags, (b0 + m - 1) / S, L.epoch);
         __syncthreads();
         brush_load(tile, L.pos, b0, m);
         __syncthreads();
         brush_tile<P>(tile, m, r, eta, tr, ol, acc);
         b0 += m;
-        if (chain && b0 == first && r == 0)
+    }
+    if (g > 0) {
+        /* each warp on its own (no block barrier per chunk): lane i probes
+         * chunk c + i, and the warp takes every chunk published so far in
+         * one pass, each summed on its own, so how the chunks are batched
+         * (a matter of timing) does not change a bit of the sums */
+        const int nc = S >> 5, c0 = prev >> 5;
+        for (int c = 0; c < nc;) {
+            bool ready = false;
+            if (lane < nc - c) ready = (int)(brush_ld_acquire(L.cflags + c0 + c + lane) - L.epoch) >= 0;
+            const unsigned got = __ballot_sync(BRUSH_FULL, ready);
+            const int k = got == BRUSH_FULL ? 32 : __ffs(~got) - 1; /* chunks c .. c+k-1 are final */
+            if (k == 0) {
+                if (lane == 0) brush_wait_group(L.cflags, c0 + c, L.epoch);
+                __syncwarp();
+                continue;
+            }
+            __syncwarp(); /* the lanes' acquires before every lane's loads */
+            for (int i = 0; i < k; ++i) brush_chunk<P>(L.pos + prev + ((c + i) << 5), r, eta, tr, ol, acc);
+            c += k;
+        }
+        if (t == 0) brush_stamp(L, g, 2);
+    }
+    if (chain && g > 0 && r == 0) {
+        const float4 nb = __ldcg(L.pos + first - 1);
 #pragma unroll
-            for (int q = 0; q < P; ++q)
-                if (kq[q] == 0) acc[q] += (double)brush_bond_fix(tr[q], ol[q], tile[m - 1]);
+        for (int q = 0; q < P; ++q)
+            if (kq[q] == 0) acc[q] += (double)brush_bond_fix(tr[q], ol[q], nb);
     }
 
     /* the eta partial sums */
@@ -489,6 +512,11 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
                 ++my_acc;
             }
         }
+        if (c > 0 && warp == (o + nwarps - 1) % nwarps) { /* S2: publish chunk c-1 */
+            L.pos[first + cs - 32 + lane] = Y[cs - 32 + lane];
+            __syncwarp(); /* the warp's writes before lane 0's release */
+            if (lane == 0) brush_st_release(L.cflags + ((first + cs) >> 5) - 1, L.epoch);
+        }
         if (c > 0 && (warp != o || nwarps == 1)) { /* S2: the far chunks */
             const int helpers = nwarps > 1 ? nwarps - 1 : 1;
             const int rank = nwarps > 1 ? (warp - o - 1 + nwarps) % nwarps : 0;
@@ -509,11 +537,13 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         }
         __syncthreads();
     }
-    /* publish the group and release its flag first (the chain's critical
-     * path); the group's sums follow, under a flag of their own */
-    for (int k = t; k < cnt; k += T) L.pos[first + k] = Y[k];
+    /* publish the last chunk (the others went out in the rounds) and
+     * release its flag and the group's first (the chain's critical path);
+     * the group's sums follow, under a flag of their own */
+    for (int k = (nch - 1) * 32 + t; k < cnt; k += T) L.pos[first + k] = Y[k];
     __syncthreads();
     if (t == 0) {
+        brush_st_release(L.cflags + ((first >> 5) + nch - 1), L.epoch);
         /* no __threadfence: st.release.gpu is cumulative over the writes the
          * barrier ordered before it (PTX memory model), and the fence it
          * emits (MEMBAR.ALL.GPU) already waits for them; __threadfence added

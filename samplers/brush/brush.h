@@ -47,7 +47,8 @@ METRO_HD metro_float4 brush_trial(metro_float4 p, float ux, float uy, float uz, 
  * waits for belongs to a block already running (no deadlock whatever the
  * hardware's block order).  Group g holds particles [g S, g S + S) with
  * S = group_size = per_thread * threads / eta.  flags[g] reaches `epoch`
- * when group g's new positions are in pos, done[g] when its sums are in
+ * when group g's new positions are in pos, cflags[c] when those of chunk c
+ * (particles [32 c, 32 c + 32)) are, done[g] when its sums are in
  * group_de / group_acc; the epoch grows by one per launch, so the flags
  * never need clearing.  The last group's block sums the per-group results
  * in a fixed order, adds the energy change to
@@ -57,6 +58,7 @@ typedef struct brush_launch {
     const metro_float4 *rnd;   /* n float4 uniforms of this cycle */
     unsigned *ticket;          /* group counter, 0 at launch */
     unsigned *flags;           /* groups: positions final */
+    unsigned *cflags;          /* groups x S/32: a chunk's positions final */
     unsigned *done;            /* groups: group_de / group_acc written */
     double *group_de;          /* groups: accepted energy change per group */
     int *group_acc;            /* groups: acceptances per group */

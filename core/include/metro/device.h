@@ -41,6 +41,41 @@ extern "C" __device__ float metro_external_energy(float4 a);
  * calls would do twice. */
 extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b);
 
+/* A run of pair-deltas of one moving particle, for the samplers' partner
+ * loops:
+ *
+ *     metro_pd_sum s = metro_pair_delta_begin(trial, old);
+ *     metro_pair_delta_add(&s, b);            for each non-bonded partner b
+ *     float d = metro_pair_delta_end(&s);     Σ_b metro_pair_delta(trial, old, b)
+ *
+ * d equals that sum up to rounding, and is +INFINITY when the trial is
+ * forbidden against any b.  The state is the potential's to use: it may
+ * keep a partner-independent factor out of the sum, or test an overlap
+ * once at the end.  A potential without such a form defines the three
+ * with METRO_PAIR_DELTA_SUM_PLAIN (below).  Samplers keep runs short (32
+ * partners or fewer) and add the results in double. */
+/* (metro_pd_sum: metro/hd.h, so a potential's host code can test its form) */
+extern "C" __device__ metro_pd_sum metro_pair_delta_begin(float4 trial, float4 old);
+extern "C" __device__ void metro_pair_delta_add(metro_pd_sum *s, float4 b);
+extern "C" __device__ float metro_pair_delta_end(const metro_pd_sum *s);
+
+/* The three as a plain sum of metro_pair_delta. */
+#define METRO_PAIR_DELTA_SUM_PLAIN                                                          \
+    extern "C" __device__ metro_pd_sum metro_pair_delta_begin(float4 trial, float4 old)     \
+    {                                                                                       \
+        metro_pd_sum s;                                                                     \
+        s.t = trial;                                                                        \
+        s.o = old;                                                                          \
+        s.v[0] = s.v[1] = s.v[2] = s.v[3] = 0.0f;                                           \
+        s.flag = false;                                                                     \
+        return s;                                                                           \
+    }                                                                                       \
+    extern "C" __device__ void metro_pair_delta_add(metro_pd_sum *s, float4 b)              \
+    {                                                                                       \
+        s->v[0] += metro_pair_delta(s->t, s->o, b);                                         \
+    }                                                                                       \
+    extern "C" __device__ float metro_pair_delta_end(const metro_pd_sum *s) { return s->v[0]; }
+
 /* The interaction of i and j in a system whose bonds (when chain is set)
  * join neighbours in index order.  Every sampler computes pair terms
  * through this so the bonded-pair rule lives in one place. */

@@ -42,6 +42,19 @@ METRO_HD float metro_dist2(metro_float4 a, metro_float4 b)
     return dx * dx + dy * dy + dz * dz;
 }
 
+/* The state of a run of pair-deltas of one moving particle (metro/device.h,
+ * metro_pair_delta_begin/add/end): the trial and old positions, and room
+ * the potential uses as it likes. */
+typedef struct metro_pd_sum {
+    metro_float4 t, o;
+    float v[4];
+#ifdef __cplusplus
+    bool flag; /* a bool, so that OR-ing into it stays one predicate op on the GPU */
+#else
+    _Bool flag;
+#endif
+} metro_pd_sum;
+
 /* Metropolis acceptance for energy change dE at inverse temperature beta,
  * given a uniform u in (0,1].  Infinite or NaN dE is always rejected; the
  * comparison is done in double on both backends so they decide alike. */
