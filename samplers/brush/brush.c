@@ -13,13 +13,15 @@
  *   step = 0         D, the side of the trial cube (NOT a half-width as in
  *                    metropolis' step); 0 = 2 R_cell / 3, the paper's
  *                    "D about L/3" with L the diameter of the cell
- *   eta = 0          CUDA: threads per particle (1, 2, ..., 32); 0 = auto,
- *                    T * SMs / N rounded down to a power of two (the paper's
- *                    16, 8, 4, 4 for N = 8192 ... 32768 on 1024-thread blocks)
+ *   eta = 0          CUDA: threads per particle (1, 2, ..., 32); 0 = auto
+ *                    (with block and per_thread auto too: groups of 64
+ *                    particles up to N = 8192, 128 up to 131072, 256 below
+ *                    2^19; else T * SMs / N rounded down to a power of two)
  *   block = 0        CUDA: threads per block (32 ... 1024, a power of two);
- *                    0 = auto (1024 below N = 131072, else 256)
+ *                    0 = auto (4 S up to N = 16384, 1024 below 2^19, else
+ *                    256)
  *   per_thread = 0   CUDA: particles per thread (1, 2, 4); 0 = auto (1 below
- *                    N = 131072, else 2)
+ *                    N = 2^19, else 2)
  *   trials = 0       particles that try a move per cycle, from index 0
  *                    (0 = all: a full cycle).  Fewer is for timing the CPU
  *                    backend on a subset; CUDA runs full cycles only.
@@ -42,7 +44,7 @@
 /* Per-cycle acceptance counts kept on the device between syncs. */
 #define BRUSH_SLOTS 4096
 /* auto configuration switches to the throughput layout here */
-#define BRUSH_LARGE_N 131072
+#define BRUSH_LARGE_N 524288
 /* Small systems draw the uniforms of several cycles per call (a call of
  * cuRAND's host generator costs ~0.1 ms whatever its size): up to this many
  * floats, always whole cycles, so the stream is consumed exactly as one call
@@ -53,7 +55,7 @@ typedef struct brush {
     const metro_host_api *host;
     metro_ctx *ctx;
     double step_param, cell_radius;
-    int eta_param, block_param, per_thread_param;
+    int eta_param, block_param, per_thread_param, per_launch_param;
     long trials;
     float step;
     /* start() */
@@ -72,6 +74,7 @@ typedef struct brush {
     /* CUDA */
     void *kernel;
     int threads, per_thread, eta, group_size, groups, tile, pre;
+    int per_launch; /* cycles per kernel launch, at most */
     size_t smem;
     metro_float4 *d_rnd;
     unsigned *d_ticket, *d_flags, *d_done;
@@ -94,6 +97,9 @@ static const metro_param_decl params[] = {
      "CUDA: threads per block, a power of two from 32 (0: auto)"},
     {"per_thread", METRO_PARAM_INT, "0", 0, 4, NULL, "",
      "CUDA: particles per thread, 1, 2 or 4 (0: auto)"},
+    {"cycles_per_launch", METRO_PARAM_INT, "0", 0, 64, NULL, "",
+     "CUDA: cycles one kernel launch runs as one chain of groups, so a cycle's start overlaps the previous one's end "
+     "(0: auto, as many as 64 MB of uniforms hold, up to 64)"},
     {"trials", METRO_PARAM_INT, "0", 0, 2147483647, NULL, "",
      "particles that try a move per cycle, from index 0 (0: all); partial cycles are for timing, CPU only"},
     METRO_PARAM_END};
@@ -136,6 +142,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     b->eta_param = (int)host->param_int(p, "eta");
     b->block_param = (int)host->param_int(p, "block");
     b->per_thread_param = (int)host->param_int(p, "per_thread");
+    b->per_launch_param = (int)host->param_int(p, "cycles_per_launch");
     b->trials = host->param_int(p, "trials");
     b->cell_radius = setup->cell_radius;
     int bad = 0;
@@ -204,8 +211,17 @@ static int configure(brush *b)
     if (cuda_ok(b, cudaGetDevice(&dev), "CUDA device") ||
         cuda_ok(b, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "CUDA device"))
         return -1;
+    /* Auto layout (bench/NOTES_brush.md, "layout sweep"): the chain of
+     * groups costs about N S (each group's decisions grow as S^2), the
+     * partner sums N^2 whatever S, so groups are small where the chain
+     * dominates: S = 64 up to N = 8192, 128 up to 131072, 256 below 2^19,
+     * with eta = T / S threads per particle; from 2^19, 256-thread blocks
+     * of 2 particles per thread (S = 512), where the partner sums dominate
+     * and sharing each partner load between two particles pays. */
     const int large = b->n >= BRUSH_LARGE_N;
-    int T = b->block_param ? b->block_param : large ? 256 : 1024;
+    const int tuned = !b->block_param && !b->per_thread_param && !b->eta_param;
+    const int S0 = b->n <= 8192 ? 64 : b->n <= 131072 ? 128 : 256;
+    int T = b->block_param ? b->block_param : large ? 256 : b->n <= 16384 ? 4 * S0 : 1024;
     int P = b->per_thread_param ? b->per_thread_param : large ? 2 : 1;
     int maxT = P == 1 ? 1024 : 256; /* the kernels' launch bounds */
     if (T > maxT) {
@@ -213,7 +229,9 @@ static int configure(brush *b)
         T = maxT;
     }
     int eta = b->eta_param;
-    if (!eta) {
+    if (!eta && tuned && !large) {
+        eta = T / S0;
+    } else if (!eta) {
         long want = (long)T * sms / (b->n > 0 ? b->n : 1);
         eta = 1;
         while (eta < 32 && 2L * eta <= want && T / (2 * eta) >= 32) eta *= 2;
@@ -257,13 +275,22 @@ static int configure(brush *b)
     if (cuda_ok(b, cudaFuncSetAttribute((const void *)b->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b->smem),
                 "brush: asking for shared memory"))
         return -1;
+    /* cycles per launch: as many as 64 MB of uniforms hold (one with the
+     * trace, which reports every cycle) */
+    int K = b->per_launch_param;
+    if (!K) {
+        size_t fit = ((size_t)64 << 20) / ((size_t)b->n * sizeof(metro_float4));
+        K = fit < 1 ? 1 : fit > 64 ? 64 : (int)fit;
+    }
+    if (getenv("METRO_BRUSH_TRACE") && *getenv("METRO_BRUSH_TRACE") && strcmp(getenv("METRO_BRUSH_TRACE"), "0")) K = 1;
+    b->per_launch = K;
     struct cudaFuncAttributes fa;
     memset(&fa, 0, sizeof fa);
     cudaFuncGetAttributes(&fa, (const void *)b->kernel);
     h->log(b->ctx, METRO_LOG_INFO,
            "brush: %d groups of %d particles, %d threads per block (eta %d, %d per thread), %zu B shared, "
-           "%d registers, %zu B local, %d blocks per SM, %d SMs, %d chunks staged, step %g",
-           b->groups, b->group_size, T, eta, P, b->smem, fa.numRegs, fa.localSizeBytes, per_sm, sms, b->pre,
+           "%d registers, %zu B local, %d blocks per SM, %d SMs, %d chunks staged, up to %d cycles per launch, step %g",
+           b->groups, b->group_size, T, eta, P, b->smem, fa.numRegs, fa.localSizeBytes, per_sm, sms, b->pre, b->per_launch,
            (double)b->step);
     return 0;
 }
@@ -274,20 +301,29 @@ static size_t flag_bytes(const brush *b)
     return (size_t)b->groups * (1 + (size_t)b->group_size / 32) * sizeof(unsigned);
 }
 
+/* Done flags of every (cycle of a launch, group), then one per cycle for
+ * its energy sum. */
+static size_t done_bytes(const brush *b)
+{
+    return (size_t)b->per_launch * (b->groups + 1) * sizeof(unsigned);
+}
+
 static int start_cuda(brush *b)
 {
     size_t n = (size_t)b->n;
     if (configure(b)) return -1;
-    if (cuda_ok(b, cudaMalloc((void **)&b->d_rnd, n * sizeof(metro_float4)), "brush: allocating uniforms") ||
+    const int K = b->per_launch;
+    const size_t kg = (size_t)K * b->groups;
+    if (cuda_ok(b, cudaMalloc((void **)&b->d_rnd, (size_t)K * n * sizeof(metro_float4)), "brush: allocating uniforms") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_ticket, sizeof(unsigned)), "brush: allocating") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_flags, flag_bytes(b)), "brush: allocating") ||
-        cuda_ok(b, cudaMalloc((void **)&b->d_done, (size_t)b->groups * sizeof(unsigned)), "brush: allocating") ||
-        cuda_ok(b, cudaMalloc((void **)&b->d_group_de, (size_t)b->groups * sizeof(double)), "brush: allocating") ||
-        cuda_ok(b, cudaMalloc((void **)&b->d_group_acc, (size_t)b->groups * sizeof(int)), "brush: allocating") ||
+        cuda_ok(b, cudaMalloc((void **)&b->d_done, done_bytes(b)), "brush: allocating") ||
+        cuda_ok(b, cudaMalloc((void **)&b->d_group_de, kg * sizeof(double)), "brush: allocating") ||
+        cuda_ok(b, cudaMalloc((void **)&b->d_group_acc, kg * sizeof(int)), "brush: allocating") ||
         cuda_ok(b, cudaMalloc((void **)&b->d_cycle_acc, BRUSH_SLOTS * sizeof(long long)), "brush: allocating") ||
         cuda_ok(b, cudaMemset(b->d_ticket, 0, sizeof(unsigned)), "brush: clearing") ||
         cuda_ok(b, cudaMemset(b->d_flags, 0, flag_bytes(b)), "brush: clearing") ||
-        cuda_ok(b, cudaMemset(b->d_done, 0, (size_t)b->groups * sizeof(unsigned)), "brush: clearing"))
+        cuda_ok(b, cudaMemset(b->d_done, 0, done_bytes(b)), "brush: clearing"))
         return -1;
     b->epoch = 0;
     b->slot = 0;
@@ -457,25 +493,35 @@ static int flush_cuda(brush *b)
     return 0;
 }
 
+/* Cycles go to the device in launches of up to per_launch: the launch's
+ * blocks take tickets (cycle k, group g) in order, so cycle k's first
+ * groups sum over the partners cycle k-1 has finished while its last
+ * groups still decide (brush.h). */
 static int advance_cuda(brush *b, metro_state *st, long sweeps)
 {
     cudaStream_t s = (cudaStream_t)b->host->stream(b->ctx);
-    for (long c = 0; c < sweeps; ++c) {
+    const size_t per = (size_t)b->n * BRUSH_UNIFORMS_PER_PARTICLE;
+    for (long c = 0; c < sweeps;) {
         if (b->slot == BRUSH_SLOTS && flush_cuda(b)) return -1;
-        const size_t per = (size_t)b->n * BRUSH_UNIFORMS_PER_PARTICLE;
-        if (b->pool_n - b->pool_pos >= per) { /* left by a CPU checkpoint */
-            if (cuda_ok(b, cudaMemcpy(b->d_rnd, b->pool + b->pool_pos, per * sizeof(float), cudaMemcpyHostToDevice),
-                        "brush: uploading uniforms"))
+        long K = sweeps - c;
+        if (K > b->per_launch) K = b->per_launch;
+        if (K > BRUSH_SLOTS - b->slot) K = BRUSH_SLOTS - b->slot;
+        for (long k = 0; k < K; ++k) { /* one cycle's uniforms at a time: the stream as one launch per cycle */
+            float *dst = (float *)(b->d_rnd + k * b->n);
+            if (b->pool_n - b->pool_pos >= per) { /* left by a CPU checkpoint */
+                if (cuda_ok(b, cudaMemcpy(dst, b->pool + b->pool_pos, per * sizeof(float), cudaMemcpyHostToDevice),
+                            "brush: uploading uniforms"))
+                    return -1;
+                b->pool_pos += per;
+            } else if (b->host->uniform(b->ctx, dst, per)) {
                 return -1;
-            b->pool_pos += per;
-        } else if (b->host->uniform(b->ctx, (float *)b->d_rnd, per)) {
-            return -1;
+            }
         }
-        if (++b->epoch == 0) { /* 2^32 launches: start the flags afresh */
+        if (b->epoch > 0x7fffffffu - (unsigned)K) { /* 2^31 cycles: start the flags afresh */
             if (cuda_ok(b, cudaMemsetAsync(b->d_flags, 0, flag_bytes(b), s), "brush: clearing") ||
-                cuda_ok(b, cudaMemsetAsync(b->d_done, 0, (size_t)b->groups * sizeof(unsigned), s), "brush: clearing"))
+                cuda_ok(b, cudaMemsetAsync(b->d_done, 0, done_bytes(b), s), "brush: clearing"))
                 return -1;
-            b->epoch = 1;
+            b->epoch = 0;
         }
         brush_launch L;
         memset(&L, 0, sizeof L);
@@ -485,12 +531,14 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
         L.flags = b->d_flags;
         L.cflags = b->d_flags + b->groups;
         L.done = b->d_done;
+        L.energy_done = b->d_done + (size_t)b->per_launch * b->groups;
         L.group_de = b->d_group_de;
         L.group_acc = b->d_group_acc;
         L.energy = st->d_energy;
         L.cycle_acc = b->d_cycle_acc;
         L.slot = b->slot;
-        L.epoch = b->epoch;
+        L.epoch = b->epoch + 1;
+        L.cycles = (int)K;
         L.n = b->n;
         L.groups = b->groups;
         L.group_size = b->group_size;
@@ -501,12 +549,14 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
         L.step = b->step;
         L.trace = b->d_trace;
         void *args[1] = {&L};
-        dim3 grid = {(unsigned)b->groups, 1, 1}, block = {(unsigned)b->threads, 1, 1};
+        dim3 grid = {(unsigned)(K * b->groups), 1, 1}, block = {(unsigned)b->threads, 1, 1};
         if (cuda_ok(b, cudaLaunchKernel((const void *)b->kernel, grid, block, args, b->smem, s), "brush: launching"))
             return -1;
-        b->slot++;
-        b->cycles++;
-        st->attempted[0] += b->n;
+        b->epoch += (unsigned)K;
+        b->slot += (int)K;
+        b->cycles += K;
+        st->attempted[0] += (long long)K * b->n;
+        c += K;
         if (b->d_trace && trace_report(b, s)) return -1;
     }
     return 0;

@@ -77,9 +77,9 @@ static __device__ void brush_wait_group(const unsigned *flags, int J, unsigned e
 /* Trace points (METRO_BRUSH_TRACE): thread 0 stamps the time when L.trace
  * is set.  Off the hot loops; L is kernel-parameter memory, so the check
  * holds no register. */
-static __device__ __forceinline__ void brush_stamp(const brush_launch &L, int g, int k)
+static __device__ __forceinline__ void brush_stamp(const brush_launch &L, int cyc, int g, int k)
 {
-    if (L.trace) {
+    if (L.trace && cyc == 0) {
         unsigned long long gt;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(gt));
         L.trace[(size_t)g * BRUSH_TRACE_SLOTS + k] = gt;
@@ -280,11 +280,17 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
     unsigned *omp = (unsigned *)(xpart + BRUSH_XWARPS * 32); /* BRUSH_XWARPS x 32: in-chunk masks */
     float *djit = (float *)(omp + BRUSH_XWARPS * 32); /* 32 x 32: in-chunk terms of an unstaged chunk */
 
-    if (t == 0) s_group = atomicAdd(L.ticket, 1u);
+    if (t == 0) {
+        s_group = atomicAdd(L.ticket, 1u);
+        /* cycle k > 0: this group's old positions are cycle k-1's final ones */
+        if (s_group >= (unsigned)L.groups)
+            brush_wait_group(L.flags, s_group % L.groups, L.epoch + s_group / L.groups - 1);
+    }
     for (int e = t; e < npre * 1024; e += T) dl[e] = 0.0f;
     __syncthreads();
-    const int g = (int)s_group;
-    if (t == 0) brush_stamp(L, g, 0);
+    const int cyc = (int)s_group / L.groups, g = (int)s_group % L.groups;
+    const unsigned epoch = L.epoch + cyc; /* this cycle's flag value */
+    if (t == 0) brush_stamp(L, cyc, g, 0);
     const int first = g * S;
     const int cnt = min(S, L.n - first);
     const int nch = (cnt + 31) >> 5;
@@ -292,7 +298,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
 
     for (int k = t; k < cnt; k += T) {
         const float4 x = __ldcg(L.pos + first + k);
-        const float4 u = L.rnd[first + k];
+        const float4 u = L.rnd[(size_t)cyc * L.n + first + k];
         Y[k] = x;
         Z[k] = brush_trial(x, u.x, u.y, u.z, L.step);
         U[k] = u.w;
@@ -353,9 +359,11 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         }
     }
 
-    /* 1: later groups, old positions */
+    /* 1: later groups, old positions (for k > 0 each tile once cycle k-1
+     * has finished its last group) */
     for (int b0 = first + S; b0 < L.n; b0 += TS) {
         const int m = min(TS, L.n - b0);
+        if (cyc > 0 && t == 0) brush_wait_group(L.flags, (b0 + m - 1) / S, epoch - 1);
         __syncthreads();
         brush_load(tile, L.pos, b0, m);
         __syncthreads();
@@ -384,12 +392,12 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
      * one chunk, not a whole group's tile.  The boundaries depend on g
      * alone, not on timing, so the float partial sums, and the trajectory,
      * are reproducible. */
-    if (t == 0) brush_stamp(L, g, 1);
+    if (t == 0) brush_stamp(L, cyc, g, 1);
     const int prev = first - S; /* group g-1 */
     const int far = max(prev - BRUSH_NEAR * S, 0);
     for (int b0 = 0; b0 < prev;) {
         const int m = b0 < far ? min(TS, far - b0) : S;
-        if (t == 0) brush_wait_group(L.flags, (b0 + m - 1) / S, L.epoch);
+        if (t == 0) brush_wait_group(L.flags, (b0 + m - 1) / S, epoch);
         __syncthreads();
         brush_load(tile, L.pos, b0, m);
         __syncthreads();
@@ -404,11 +412,11 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         const int nc = S >> 5, c0 = prev >> 5;
         for (int c = 0; c < nc;) {
             bool ready = false;
-            if (lane < nc - c) ready = (int)(brush_ld_acquire(L.cflags + c0 + c + lane) - L.epoch) >= 0;
+            if (lane < nc - c) ready = (int)(brush_ld_acquire(L.cflags + c0 + c + lane) - epoch) >= 0;
             const unsigned got = __ballot_sync(BRUSH_FULL, ready);
             const int k = got == BRUSH_FULL ? 32 : __ffs(~got) - 1; /* chunks c .. c+k-1 are final */
             if (k == 0) {
-                if (lane == 0) brush_wait_group(L.cflags, c0 + c, L.epoch);
+                if (lane == 0) brush_wait_group(L.cflags, c0 + c, epoch);
                 __syncwarp();
                 continue;
             }
@@ -416,7 +424,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
             for (int i = 0; i < k; ++i) brush_chunk<P>(L.pos + prev + ((c + i) << 5), r, eta, tr, ol, acc);
             c += k;
         }
-        if (t == 0) brush_stamp(L, g, 2);
+        if (t == 0) brush_stamp(L, cyc, g, 2);
     }
     if (chain && g > 0 && r == 0) {
         const float4 nb = __ldcg(L.pos + first - 1);
@@ -432,7 +440,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         if (r == 0 && kq[q] < cnt) base[kq[q]] = acc[q];
     }
     __syncthreads();
-    if (t == 0) brush_stamp(L, g, 3);
+    if (t == 0) brush_stamp(L, cyc, g, 3);
 
     /* D: decisions.  Round c decides chunk c; its owner is warp c mod
      * nwarps.  The owner's critical path per round is two barriers and a
@@ -515,7 +523,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         if (c > 0 && warp == (o + nwarps - 1) % nwarps) { /* S2: publish chunk c-1 */
             L.pos[first + cs - 32 + lane] = Y[cs - 32 + lane];
             __syncwarp(); /* the warp's writes before lane 0's release */
-            if (lane == 0) brush_st_release(L.cflags + ((first + cs) >> 5) - 1, L.epoch);
+            if (lane == 0) brush_st_release(L.cflags + ((first + cs) >> 5) - 1, epoch);
         }
         if (c > 0 && (warp != o || nwarps == 1)) { /* S2: the far chunks */
             const int helpers = nwarps > 1 ? nwarps - 1 : 1;
@@ -543,13 +551,13 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
     for (int k = (nch - 1) * 32 + t; k < cnt; k += T) L.pos[first + k] = Y[k];
     __syncthreads();
     if (t == 0) {
-        brush_st_release(L.cflags + ((first >> 5) + nch - 1), L.epoch);
+        brush_st_release(L.cflags + ((first >> 5) + nch - 1), epoch);
         /* no __threadfence: st.release.gpu is cumulative over the writes the
          * barrier ordered before it (PTX memory model), and the fence it
          * emits (MEMBAR.ALL.GPU) already waits for them; __threadfence added
          * a MEMBAR.SC.GPU on the chain's critical path */
-        brush_st_release(L.flags + g, L.epoch);
-        brush_stamp(L, g, 4);
+        brush_st_release(L.flags + g, epoch);
+        brush_stamp(L, cyc, g, 4);
     }
     for (int o = 16; o > 0; o >>= 1) {
         my_de += __shfl_down_sync(BRUSH_FULL, my_de, o);
@@ -567,20 +575,21 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
             de += wde[w];
             a += wacc[w];
         }
-        L.group_de[g] = de;
-        L.group_acc[g] = a;
-        brush_st_release(L.done + g, L.epoch); /* orders the two stores above */
+        L.group_de[s_group] = de;
+        L.group_acc[s_group] = a;
+        brush_st_release(L.done + s_group, epoch); /* orders the two stores above */
     }
 
-    /* the last group: sum the groups in a fixed order, each once its done
-     * flag says its sums are written */
+    /* the last group of a cycle: sum the cycle's groups in a fixed order,
+     * each once its done flag says its sums are written */
     if (g == L.groups - 1) {
         double de = 0.0;
         long long a = 0;
+        const int base0 = cyc * L.groups;
         for (int i = t; i < L.groups; i += T) {
-            brush_wait_group(L.done, i, L.epoch);
-            de += __ldcg(L.group_de + i);
-            a += __ldcg(L.group_acc + i);
+            brush_wait_group(L.done, base0 + i, epoch);
+            de += __ldcg(L.group_de + base0 + i);
+            a += __ldcg(L.group_acc + base0 + i);
         }
         for (int o = 16; o > 0; o >>= 1) {
             de += __shfl_down_sync(BRUSH_FULL, de, o);
@@ -599,9 +608,13 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
                 de += wde[w];
                 a += wacc[w];
             }
-            *L.energy += de;
-            L.cycle_acc[L.slot] = a;
-            *L.ticket = 0u;
+            L.cycle_acc[L.slot + cyc] = a;
+            /* the energy takes the cycles' sums in order */
+            if (cyc > 0) brush_wait_group(L.energy_done, cyc - 1, epoch - 1);
+            volatile double *en = L.energy;
+            *en += de;
+            if (cyc + 1 < L.cycles) brush_st_release(L.energy_done + cyc, epoch);
+            else *L.ticket = 0u;
         }
     }
 }

@@ -42,30 +42,43 @@ METRO_HD metro_float4 brush_trial(metro_float4 p, float ux, float uy, float uz, 
 
 /* One cycle's launch (passed by value to the kernels brush_cycle_p{1,2,4}).
  *
- * The grid has `groups` blocks of `threads` threads; a block takes the next
- * group index from *ticket in the order blocks start, so every group it
- * waits for belongs to a block already running (no deadlock whatever the
- * hardware's block order).  Group g holds particles [g S, g S + S) with
+ * A launch runs `cycles` cycles as one chain: the grid has cycles x groups
+ * blocks of `threads` threads, and a block takes the next ticket from
+ * *ticket in the order blocks start: ticket k groups + g is group g of
+ * cycle k, whose epoch is epoch + k.  Every (cycle, group) a block waits
+ * for has a smaller ticket, so it belongs to a block already running (no
+ * deadlock whatever the hardware's block order): group g of cycle k waits
+ * for groups < g of cycle k (their new positions) and, for k > 0, groups
+ * >= g of cycle k-1 (its old positions are their final ones).  Positions
+ * are updated in place and stay right: cycle k's group h overwrites its
+ * positions only after every group < h of cycle k is final, and those
+ * read h's cycle-(k-1) positions before they were final themselves; and
+ * group g of cycle k overwrites after waiting for all later groups of
+ * cycle k-1, which were the last to read g's cycle-(k-1) positions.  Group g holds particles [g S, g S + S) with
  * S = group_size = per_thread * threads / eta.  flags[g] reaches `epoch`
  * when group g's new positions are in pos, cflags[c] when those of chunk c
  * (particles [32 c, 32 c + 32)) are, done[g] when its sums are in
  * group_de / group_acc; the epoch grows by one per launch, so the flags
- * never need clearing.  The last group's block sums the per-group results
- * in a fixed order, adds the energy change to
- * *energy and the acceptances to cycle_acc[slot], and re-arms *ticket. */
+ * never need clearing.  The last group of each cycle sums its cycle's
+ * per-group results in a fixed order, writes the acceptances to
+ * cycle_acc[slot + k] and, after the previous cycle's sum
+ * (energy_done[k - 1]), adds the energy change to *energy, so the energy sees
+ * the cycles' sums in order; the last of all re-arms *ticket. */
 typedef struct brush_launch {
     metro_float4 *pos;         /* n positions, updated in place */
-    const metro_float4 *rnd;   /* n float4 uniforms of this cycle */
+    const metro_float4 *rnd;   /* cycles x n float4 uniforms */
     unsigned *ticket;          /* group counter, 0 at launch */
     unsigned *flags;           /* groups: positions final */
     unsigned *cflags;          /* groups x S/32: a chunk's positions final */
-    unsigned *done;            /* groups: group_de / group_acc written */
-    double *group_de;          /* groups: accepted energy change per group */
-    int *group_acc;            /* groups: acceptances per group */
+    unsigned *done;            /* cycles x groups: group_de / group_acc written */
+    unsigned *energy_done;     /* cycles: that cycle's energy change added */
+    double *group_de;          /* cycles x groups: accepted energy change per group */
+    int *group_acc;            /* cycles x groups: acceptances per group */
     double *energy;            /* st->d_energy (replica 0) */
     long long *cycle_acc;      /* per-cycle acceptance counts */
-    int slot;                  /* this cycle's entry of cycle_acc */
-    unsigned epoch;            /* this launch's flag value (never 0) */
+    int slot;                  /* the first cycle's entry of cycle_acc */
+    unsigned epoch;            /* the first cycle's flag value (never 0) */
+    int cycles;                /* cycles in this launch */
     int n;                     /* particles */
     int groups;                /* = ceil(n / group_size) = grid size */
     int group_size;            /* S, a multiple of 32 */

@@ -31,14 +31,17 @@ typedef struct run {
     double energy, total; /* running and fresh */
 } run;
 
-static run run_cycles(const char *ini, const char *device, int n, int cycles, const char *const *sets, int nsets)
+/* `cycles` cycles, advanced `batch` at a time; acc[] per advance. */
+static run run_batches(const char *ini, const char *device, int n, int cycles, int batch, const char *const *sets,
+                       int nsets)
 {
-    run r = {n, cycles, calloc((size_t)cycles, sizeof(long long)), malloc((size_t)n * sizeof(metro_float4)), 0, 0};
+    const int adv = cycles / batch;
+    run r = {n, adv, calloc((size_t)adv, sizeof(long long)), malloc((size_t)n * sizeof(metro_float4)), 0, 0};
     metro_sim *sim = metro_test_sim(ini, device, sets, nsets);
     metro_error err = {0};
     long long prev = 0;
-    for (int c = 0; c < cycles; ++c) {
-        ck_assert_msg(metro_sim_advance(sim, 1, &err) == METRO_OK, "%s", err.msg);
+    for (int c = 0; c < adv; ++c) {
+        ck_assert_msg(metro_sim_advance(sim, batch, &err) == METRO_OK, "%s", err.msg);
         const metro_state *st = metro_sim_state(sim, &err);
         ck_assert_msg(st != NULL, "%s", err.msg);
         r.acc[c] = st->accepted[0] - prev;
@@ -50,6 +53,11 @@ static run run_cycles(const char *ini, const char *device, int n, int cycles, co
     r.total = metro_sim_total_energy(sim, 0, &err);
     metro_sim_destroy(sim);
     return r;
+}
+
+static run run_cycles(const char *ini, const char *device, int n, int cycles, const char *const *sets, int nsets)
+{
+    return run_batches(ini, device, n, cycles, 1, sets, nsets);
 }
 
 static void run_free(run *r)
@@ -195,6 +203,40 @@ START_TEST(bonded_chain)
 }
 END_TEST
 
+/* Several cycles in one launch (sampler.cycles_per_launch) are the same
+ * chain, bit for bit, as one launch per cycle: 12 cycles advanced 12 at a
+ * time in launches of 5, 5 and 2 (so the launches differ in length), and 6
+ * at a time in launches of 6, against 12 single launches; and the CPU's. */
+START_TEST(chained_cycles)
+{
+    char ini[2048];
+    ini_paper(ini, sizeof ini, 27, 3000);
+    static const char *const lay[2][4] = {
+        {"sampler.cycles_per_launch=1", "sampler.eta=0", "sampler.block=0", "sampler.per_thread=0"},
+        {"sampler.cycles_per_launch=1", "sampler.eta=1", "sampler.block=64", "sampler.per_thread=2"}};
+    run cpu = run_batches(ini, "cpu", 3000, 12, 12, NULL, 0);
+    for (int l = 0; l < 2; ++l) {
+        const char *sets[4] = {lay[l][0], lay[l][1], lay[l][2], lay[l][3]};
+        run one = run_batches(ini, "cuda", 3000, 12, 12, sets, 4);
+        sets[0] = "sampler.cycles_per_launch=5";
+        run five = run_batches(ini, "cuda", 3000, 12, 12, sets, 4);
+        sets[0] = "sampler.cycles_per_launch=6";
+        run six = run_batches(ini, "cuda", 3000, 12, 6, sets, 4);
+        ck_assert_int_eq(six.acc[0] + six.acc[1], one.acc[0]);
+        ck_assert_int_eq(five.acc[0], one.acc[0]);
+        ck_assert_msg(memcmp(one.pos, five.pos, 3000 * sizeof *one.pos) == 0, "layout %d: launches of 5 differ", l);
+        ck_assert_msg(memcmp(one.pos, six.pos, 3000 * sizeof *one.pos) == 0, "layout %d: launches of 6 differ", l);
+        ck_assert_msg(one.energy == five.energy && one.energy == six.energy, "layout %d: energies %.17g %.17g %.17g", l,
+                      one.energy, five.energy, six.energy);
+        same(&cpu, &five, l ? "chained, eta 1 block 64 per_thread 2" : "chained, auto layout");
+        run_free(&one);
+        run_free(&five);
+        run_free(&six);
+    }
+    run_free(&cpu);
+}
+END_TEST
+
 START_TEST(two_ions_cuda)
 {
     char ini[2048];
@@ -213,7 +255,8 @@ START_TEST(small_case)
     const int n = en && atoi(en) > 0 ? atoi(en) : 300;
     char ini[2048];
     ini_paper(ini, sizeof ini, 26, n);
-    run cpu = run_cycles(ini, "cpu", n, 3, NULL, 0);
+    /* three cycles in one advance: one launch of three chained cycles */
+    run cpu = run_batches(ini, "cpu", n, 3, 3, NULL, 0);
     static char sets[3][64];
     const char *lay[2][3] = {{"sampler.eta=4", "sampler.block=128", "sampler.per_thread=1"},
                              {"sampler.eta=1", "sampler.block=64", "sampler.per_thread=2"}};
@@ -230,7 +273,7 @@ START_TEST(small_case)
         nlay = 1;
     }
     for (int k = 0; k < nlay; ++k) {
-        run gpu = run_cycles(ini, "cuda", n, 3, lay[k], 3);
+        run gpu = run_batches(ini, "cuda", n, 3, 3, lay[k], 3);
         char what[256];
         snprintf(what, sizeof what, "small N = %d, %s %s %s", n, lay[k][0], lay[k][1], lay[k][2]);
         same(&cpu, &gpu, what);
@@ -260,6 +303,7 @@ int main(void)
     tcase_add_test(tc, n1000_layouts);
     tcase_add_test(tc, tiny_systems);
     tcase_add_test(tc, bonded_chain);
+    tcase_add_test(tc, chained_cycles);
     suite_add_tcase(s, tc);
     tc = tcase_create("exact");
     tcase_set_timeout(tc, 600);
