@@ -124,7 +124,7 @@ static __device__ __forceinline__ void brush_run(const float4 *src, int n, int s
 #pragma unroll
     for (int q = 0; q < P; ++q) f[q] = metro_pair_delta_begin(tr[q], ol[q]);
     const int st = STRIDE ? STRIDE : stride;
-    if (STRIDE && n == 32) {
+    if (n == 32) {
 #pragma unroll 8
         for (int s = 0; s < 32; ++s) {
             const float4 b = GLOBAL ? __ldcg(src + s * st) : src[s * st];
