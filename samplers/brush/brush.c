@@ -22,6 +22,12 @@
  *                    256)
  *   per_thread = 0   CUDA: particles per thread (1, 2, 4); 0 = auto (1 below
  *                    N = 2^19, else 2)
+ *   cycles_per_launch = 0
+ *                    CUDA: cycles one launch runs as one chain of (cycle,
+ *                    group) tickets, so that a cycle's first groups sum over
+ *                    the partners the previous cycle has finished while its
+ *                    last groups still decide; 0 = auto (1 up to N = 8192,
+ *                    else as many as 64 MB of uniforms hold, up to 64)
  *   trials = 0       particles that try a move per cycle, from index 0
  *                    (0 = all: a full cycle).  Fewer is for timing the CPU
  *                    backend on a subset; CUDA runs full cycles only.
@@ -99,7 +105,7 @@ static const metro_param_decl params[] = {
      "CUDA: particles per thread, 1, 2 or 4 (0: auto)"},
     {"cycles_per_launch", METRO_PARAM_INT, "0", 0, 64, NULL, "",
      "CUDA: cycles one kernel launch runs as one chain of groups, so a cycle's start overlaps the previous one's end "
-     "(0: auto, as many as 64 MB of uniforms hold, up to 64)"},
+     "(0: auto: 1 up to N = 8192, else as many as 64 MB of uniforms hold, up to 64)"},
     {"trials", METRO_PARAM_INT, "0", 0, 2147483647, NULL, "",
      "particles that try a move per cycle, from index 0 (0: all); partial cycles are for timing, CPU only"},
     METRO_PARAM_END};
@@ -278,7 +284,9 @@ static int configure(brush *b)
     /* cycles per launch: as many as 64 MB of uniforms hold (one with the
      * trace, which reports every cycle) */
     int K = b->per_launch_param;
-    if (!K) {
+    if (!K && b->n <= 8192) {
+        K = 1; /* measured: chaining costs here (bench/NOTES.md, brushperf4) */
+    } else if (!K) {
         size_t fit = ((size_t)64 << 20) / ((size_t)b->n * sizeof(metro_float4));
         K = fit < 1 ? 1 : fit > 64 ? 64 : (int)fit;
     }

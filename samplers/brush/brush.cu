@@ -64,6 +64,14 @@ static __device__ __forceinline__ void brush_st_release(unsigned *p, unsigned v)
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+/* Release two flags with one fence: fence.acq_rel.gpu then relaxed
+ * stores is a release of each. */
+static __device__ __forceinline__ void brush_release2(unsigned *p, unsigned *q, unsigned v)
+{
+    asm volatile("fence.acq_rel.gpu;\n\tst.relaxed.gpu.global.u32 [%0], %2;\n\tst.relaxed.gpu.global.u32 [%1], %2;"
+                 ::"l"(p), "l"(q), "r"(v) : "memory");
+}
+
 /* Thread 0: wait until group J of this launch is final. */
 static __device__ void brush_wait_group(const unsigned *flags, int J, unsigned epoch)
 {
@@ -551,12 +559,12 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
     for (int k = (nch - 1) * 32 + t; k < cnt; k += T) L.pos[first + k] = Y[k];
     __syncthreads();
     if (t == 0) {
-        brush_st_release(L.cflags + ((first >> 5) + nch - 1), epoch);
-        /* no __threadfence: st.release.gpu is cumulative over the writes the
-         * barrier ordered before it (PTX memory model), and the fence it
-         * emits (MEMBAR.ALL.GPU) already waits for them; __threadfence added
-         * a MEMBAR.SC.GPU on the chain's critical path */
-        brush_st_release(L.flags + g, epoch);
+        /* one release for both flags: fence.acq_rel.gpu and two relaxed
+         * stores (the PTX release pattern), cumulative over the writes the
+         * barrier ordered before it; one fence on the chain's critical path
+         * instead of two (and no __threadfence, whose MEMBAR.SC.GPU would
+         * add a third) */
+        brush_release2(L.cflags + ((first >> 5) + nch - 1), L.flags + g, epoch);
         brush_stamp(L, cyc, g, 4);
     }
     for (int o = 16; o > 0; o >>= 1) {
