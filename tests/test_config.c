@@ -31,6 +31,7 @@ static const bad_case cases[] = {
     {"good.ini", "--set run.sweeps=5 --set sampler.tempo=1", "--set:2: [sampler] tempo: unknown key"},
     {"good.ini", "--set nodot=1", "--set nodot=1: expected SECTION.KEY=VALUE"},
     {"good.ini", "--device gpu", "--device gpu: unknown backend (allowed: auto, cpu, cuda)"},
+    {"long_line.ini", "", "long_line.ini:12: line longer than"},
 };
 
 START_TEST(bad_config_refused)
@@ -87,6 +88,9 @@ START_TEST(override_and_resolved_config)
     snprintf(args, sizeof args, "run good.ini --output %s/run --device cpu --overwrite --quiet", out);
     ck_assert_int_eq(metro_test_cli(args, NULL, NULL), 0);
     free(so); free(se); free(se2); free(cfg); free(again);
+    /* a comment longer than a line may be is cut, not misread */
+    snprintf(args, sizeof args, "run long_comment.ini --output %s/long --device cpu --quiet", out);
+    ck_assert_int_eq(metro_test_cli(args, NULL, NULL), 0);
     snprintf(args, sizeof args, "rm -rf %s", out);
     ck_assert_int_eq(system(args), 0);
 }

@@ -40,6 +40,22 @@ static char *read_line(char *str, int num, void *stream)
     }
     str[i] = 0;
     r->line++;
+    if (i == num - 1 && str[i - 1] != '\n' && *r->p) {
+        /* longer than inih's buffer: the rest of the line would be read as
+         * a line of its own.  A comment is cut (harmless); anything else is
+         * an error. */
+        const char *t = str;
+        while (isspace((unsigned char)*t)) ++t;
+        if (*t != ';' && *t != '#')
+            r->status = metro__fail(r->err, METRO_EUSAGE, "%s:%d: line longer than %d characters", r->c->path,
+                                    r->line, num - 2);
+        while (*r->p && *r->p != '\n') ++r->p;
+        if (*r->p) ++r->p;
+        if (*t != ';' && *t != '#') {
+            str[0] = '\n';
+            str[1] = 0;
+        }
+    }
     /* inih reports keys, not section headers: note each header's line so
      * that errors about an empty or incomplete section can point at it */
     const char *s = str;

@@ -104,8 +104,7 @@ static const metro_param_decl params[] = {
     {"per_thread", METRO_PARAM_INT, "0", 0, 4, NULL, "",
      "CUDA: particles per thread, 1, 2 or 4 (0: auto)"},
     {"cycles_per_launch", METRO_PARAM_INT, "0", 0, 64, NULL, "",
-     "CUDA: cycles one kernel launch runs as one chain of groups, so a cycle's start overlaps the previous one's end "
-     "(0: auto: 1 up to N = 8192, else as many as 64 MB of uniforms hold, up to 64)"},
+     "CUDA: cycles per kernel launch, run as one chain of groups (0: auto)"},
     {"trials", METRO_PARAM_INT, "0", 0, 2147483647, NULL, "",
      "particles that try a move per cycle, from index 0 (0: all); partial cycles are for timing, CPU only"},
     METRO_PARAM_END};
