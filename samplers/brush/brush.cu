@@ -1,27 +1,29 @@
-/* brush.cu — one sequential-updating cycle on the GPU: the Brush Metropolis
+/* brush.cu — sequential-updating cycles on the GPU: the Brush Metropolis
  * algorithm of seed 002 §3, exact (the same chain as the CPU loop, up to
  * floating-point ties), through the device ABI of metro/device.h.
  *
- * Work of the block that owns group g (S particles, S = P T / eta):
+ * Work of the block that owns group g of cycle k (S particles,
+ * S = P T / eta):
  *
  *   A  own group, old positions: every particle k against the later
  *      particles of the group (the upper triangle) and, inside k's chunk of
  *      32, the terms the decision chain will need for the earlier ones;
  *   1  later groups (old positions): tiles of partners in shared memory,
- *      every thread eta-strided over them for its P particles;
+ *      every thread eta-strided over them for its P particles, each tile
+ *      (for k > 0) once cycle k-1 has finished its groups;
  *   2  earlier groups (new positions): the same, each tile after the flag of
- *      its last group says it is final; the last tile is exactly group g-1,
- *      so the critical path after that flag is one S-partner tile;
+ *      its last group says it is final; then group g-1 chunk by chunk as its
+ *      decision rounds publish them, so the critical path after g-1's last
+ *      chunk is one chunk of 32 partners;
  *   D  decisions, chunk by chunk of 32 particles, each by one warp in a
- *      warp-synchronous chain (below); after each chunk one block barrier,
- *      then the warps add that chunk's new positions to their later chunks;
- *   then the group's new positions go to global memory and flags[g] is
- *   released.
+ *      warp-synchronous chain (below), in rounds of two steps (at D);
+ *   then the last chunk's new positions go to global memory and flags[g]
+ *   is released.
  *
  * The chain.  For lane l and an earlier lane j of the same chunk, the term
  * of j is A_j = ΔU(l; x_j) if j is rejected and B_j = ΔU(l; x~_j) if it is
- * accepted.  Both are computed before the chain (during A, or while the
- * previous chunk decides), so a step of the chain is a compare, a ballot and
+ * accepted.  Both are computed before the chain (during A, or in the
+ * round's first step), so a step of the chain is a compare, a ballot and
  * a select: s += accepted_j ? d_j : (A_j infinite ? ∞ : 0), where the
  * finite A_j are already in the base and d_j = B_j - (finite A_j).
  * Accepting j frees l from an overlap with j's old position, which is why
@@ -33,14 +35,17 @@
  * ln, exp or the sum can cross, and calls metro_accept itself in the rare
  * case that s falls between them.
  *
- * Sums: float over at most 32 partners, then double (DESIGN.md).  Infinite
- * energies are +INFINITY (never NaN in a used term): a trial that overlaps
- * or leaves the wall is rejected.
+ * Sums: float over runs of at most 32 partners (the potential's pair-delta
+ * runs, metro/device.h), then double (DESIGN.md).  Run boundaries depend
+ * on g alone, never on timing, so the trajectory is reproducible.
+ * Infinite energies are +INFINITY (never NaN in a used term): a trial that
+ * overlaps or leaves the wall is rejected.
  *
- * No deadlock: a block's group is the ticket it takes when it starts, and
- * it only ever waits for smaller groups, whose blocks took their tickets
- * earlier and are therefore running.  Inside a block every hand-off is a
- * __syncthreads (so compute-sanitizer's racecheck can follow it).
+ * No deadlock: a block's (cycle, group) is the ticket it takes when it
+ * starts, and it only ever waits for smaller tickets, whose blocks took
+ * them earlier and are therefore running (brush.h).  Inside a block every
+ * hand-off is a __syncthreads (so compute-sanitizer's racecheck can follow
+ * it); between blocks, release/acquire flags.
  */
 #include "metro/device.h"
 
