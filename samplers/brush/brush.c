@@ -208,6 +208,14 @@ static void destroy(void *self)
 
 /* ---- start --------------------------------------------------------------- */
 
+/* METRO_BRUSH_TRACE: NULL when off (unset, empty or "0"); "1" for the log
+ * line only; otherwise a file for the raw stamps too. */
+static const char *trace_setting(void)
+{
+    const char *t = getenv("METRO_BRUSH_TRACE");
+    return t && *t && strcmp(t, "0") ? t : NULL;
+}
+
 /* Choose and check the CUDA layout; returns 0 or -1 (message recorded). */
 static int configure(brush *b)
 {
@@ -289,7 +297,7 @@ static int configure(brush *b)
         size_t fit = ((size_t)64 << 20) / ((size_t)b->n * sizeof(metro_float4));
         K = fit < 1 ? 1 : fit > 64 ? 64 : (int)fit;
     }
-    if (getenv("METRO_BRUSH_TRACE") && *getenv("METRO_BRUSH_TRACE") && strcmp(getenv("METRO_BRUSH_TRACE"), "0")) K = 1;
+    if (trace_setting()) K = 1;
     b->per_launch = K;
     struct cudaFuncAttributes fa;
     memset(&fa, 0, sizeof fa);
@@ -334,8 +342,7 @@ static int start_cuda(brush *b)
         return -1;
     b->epoch = 0;
     b->slot = 0;
-    const char *tr = getenv("METRO_BRUSH_TRACE");
-    if (tr && *tr && strcmp(tr, "0")) {
+    if (trace_setting()) {
         size_t bytes = (size_t)b->groups * BRUSH_TRACE_SLOTS * sizeof(unsigned long long);
         b->h_trace = malloc(bytes);
         if (!b->h_trace) return b->host->fail(b->ctx, "brush: out of memory for the trace");
@@ -395,7 +402,7 @@ static int trace_report(brush *b, cudaStream_t s)
     const long long mp1 = median_ll(p1, G), xp1 = p1[G - 1];
     /* METRO_BRUSH_TRACE=<file>: also the raw stamps, one row per group,
      * appended (ns from the cycle's first start) */
-    const char *path = getenv("METRO_BRUSH_TRACE");
+    const char *path = trace_setting();
     if (path && strcmp(path, "1")) {
         FILE *f = fopen(path, "a");
         if (!f) return b->host->fail(b->ctx, "brush: cannot open the trace file %s", path);
