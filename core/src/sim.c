@@ -34,8 +34,9 @@ static void on_signal(int sig)
 
 static const metro_param_decl run_params[] = {
     {"seed", METRO_PARAM_INT, "1", 0, 9.2e18, NULL, "", "seed of every random stream of the run"},
-    {"sweeps", METRO_PARAM_INT, NULL, 0, 9.2e18, NULL, "sweeps", "production sweeps (measured)"},
-    {"equilibration", METRO_PARAM_INT, "0", 0, 9.2e18, NULL, "sweeps",
+    /* at most 2^62 each, so that sweeps + equilibration cannot overflow */
+    {"sweeps", METRO_PARAM_INT, NULL, 0, 4.6e18, NULL, "sweeps", "production sweeps (measured)"},
+    {"equilibration", METRO_PARAM_INT, "0", 0, 4.6e18, NULL, "sweeps",
      "sweeps before measuring starts"},
     {"device", METRO_PARAM_CHOICE, "auto", 0, 0, "auto|cpu|cuda", "",
      "backend: auto takes the GPU when one is there"},
@@ -153,7 +154,7 @@ static int h_save_bytes(metro_ctx *ctx, const void *data, size_t n)
         while (ctx->save_n + n > ctx->save_cap) ctx->save_cap = ctx->save_cap ? 2 * ctx->save_cap : 4096;
         ctx->save_buf = metro__xrealloc(ctx->save_buf, ctx->save_cap);
     }
-    memcpy(ctx->save_buf + ctx->save_n, data, n);
+    if (n) memcpy(ctx->save_buf + ctx->save_n, data, n); /* data may be NULL when n is 0 */
     ctx->save_n += n;
     return 0;
 }
