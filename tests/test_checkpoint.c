@@ -53,9 +53,24 @@ START_TEST(resume_is_exact)
     ck_assert_int_eq(metro_test_cli(args, NULL, NULL), 0);
     ck_assert_msg(metro_test_same_file(a, b), "analyze changed the time series");
 
-    /* a damaged checkpoint is refused, not trusted */
+    /* a damaged checkpoint is not trusted: the previous one takes over,
+     * and the run still ends where the straight run ends */
     snprintf(args, sizeof args, "printf 'XXXX' | dd of=%s/split/checkpoint.bin bs=1 seek=100 conv=notrunc status=none", d);
     ck_assert_int_eq(system(args), 0);
+    snprintf(args, sizeof args, "resume %s/split --device cpu --quiet", d);
+    rc = metro_test_cli(args, NULL, &e);
+    ck_assert_msg(rc == 0, "resume from the previous checkpoint failed: %s", e);
+    ck_assert_msg(strstr(e, "damaged") && strstr(e, "previous checkpoint"), "no warning: %s", e);
+    free(e);
+    snprintf(a, sizeof a, "%s/full/checkpoint.bin", d);
+    snprintf(b, sizeof b, "%s/split/checkpoint.bin", d);
+    ck_assert_msg(metro_test_same_file(a, b), "checkpoints differ after the fallback: %s %s", a, b);
+    /* both damaged: refused */
+    for (int k = 0; k < 2; ++k) {
+        snprintf(args, sizeof args, "printf 'XXXX' | dd of=%s/split/checkpoint.bin%s bs=1 seek=100 conv=notrunc status=none",
+                 d, k ? ".prev" : "");
+        ck_assert_int_eq(system(args), 0);
+    }
     snprintf(args, sizeof args, "resume %s/split --device cpu --quiet", d);
     rc = metro_test_cli(args, NULL, &e);
     ck_assert_int_eq(rc, 1);

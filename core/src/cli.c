@@ -11,7 +11,9 @@
 
 static const char usage[] =
     "usage: metro run CONFIG [--set SECTION.KEY=VALUE]... [--device auto|cpu|cuda]\n"
-    "                        [--output DIR] [--overwrite] [--quiet]\n"
+    "                        [--output DIR] [--overwrite] [--quiet] [--dry-run]\n"
+    "                                  --dry-run: check everything, print the resolved config\n"
+    "                                  and the work (sizes, memory, time), create nothing\n"
     "       metro resume RUNDIR [--set SECTION.KEY=VALUE]... [--device ...] [--quiet]\n"
     "                                  continue a stopped run from RUNDIR/checkpoint.bin;\n"
     "                                  on a finished run, redo only its results (alias: analyze)\n"
@@ -64,6 +66,8 @@ static int cmd_run(int argc, char **argv, int resume)
             opt.quiet = 1;
         } else if (!strcmp(a, "--overwrite")) {
             opt.overwrite = 1;
+        } else if (!strcmp(a, "--dry-run") && !resume) {
+            opt.dry_run = 1;
         } else if (a[0] == '-' && a[1]) {
             free(sets);
             return bad_usage("unknown option %s", a);
@@ -87,7 +91,9 @@ static int cmd_run(int argc, char **argv, int resume)
     metro_error err = {0};
     metro_sim *sim = NULL;
     int rc = metro_sim_create(&opt, &sim, &err);
-    if (rc == METRO_OK) {
+    if (rc == METRO_OK && opt.dry_run) {
+        rc = metro_sim_plan(sim, stdout);
+    } else if (rc == METRO_OK) {
         fprintf(stderr, "metro: backend %s: %s\n",
                 metro_sim_backend(sim) == METRO_BACKEND_CUDA ? "cuda" : "cpu", metro_sim_device_name(sim));
         rc = metro_sim_run(sim, &err);

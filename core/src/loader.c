@@ -120,9 +120,11 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
     else if (!d)
         rc = metro__fail(err, METRO_EUSAGE, "%s: %s() returned no descriptor", path,
                          METRO_PLUGIN_ENTRY);
-    else if (d->abi_version != METRO_ABI_VERSION)
+    else if (d->abi_version < 1 || d->abi_version > METRO_ABI_VERSION)
+        /* older plugins load: the tables only grow, and members added
+         * later are read after a check of the table's version */
         rc = metro__fail(err, METRO_EUSAGE,
-                         "%s: built for plugin ABI version %u, this metro speaks version %u (rebuild the plugin)",
+                         "%s: built for plugin ABI version %u, this metro speaks versions 1 to %u (rebuild the plugin)",
                          path, d->abi_version, METRO_ABI_VERSION);
     else if (d->kind != METRO_KIND_POTENTIAL && d->kind != METRO_KIND_SAMPLER &&
              d->kind != METRO_KIND_OBSERVABLE)

@@ -1,4 +1,19 @@
-/* core/src/sim.h — internals of a simulation shared by sim.c and cli.c. */
+/* core/src/sim.h — internals of a simulation, shared by the files that
+ * each do one job of it:
+ *
+ *   sim.c         assembly: config -> plugins -> checks -> state, in an
+ *                 order that writes nothing until everything is valid
+ *   host.c        the services the core gives plugins (metro_host_api),
+ *                 the log
+ *   backend.c     the backends: choosing one, starting CUDA (JIT link,
+ *                 state on the device), total energies
+ *   rundir.c      the run directory: its lock, the resolved config,
+ *                 result files written whole (temporary + rename)
+ *   checkpoint.c  checkpoint.bin: identity of the chain, the state,
+ *                 resume
+ *   run.c         the run loop: equilibration, production, energy checks,
+ *                 checkpoints by sweeps and wall time, results
+ */
 #ifndef METRO__SIM_H
 #define METRO__SIM_H
 
@@ -25,6 +40,9 @@ struct metro_ctx {
     size_t save_n, save_cap;
 };
 
+/* A result file being written (host->open_output): see rundir.c. */
+typedef struct metro__output metro__output;
+
 struct metro_sim {
     metro__config *cfg;
     metro_params *run, *system;
@@ -37,11 +55,22 @@ struct metro_sim {
     const metro_sampler_api *smp_api;
 
     long sweeps, equilibration, check_every;
+    double checkpoint_minutes;
     double drift_tolerance;
     int quiet;
     char *dir;                    /* run directory, NULL for none */
+    int lock_fd;                  /* the run directory's lock, -1 for none */
     FILE *log;
+    char *early_log;              /* lines logged before log.txt exists */
+    size_t early_n;
+    metro__output *outputs;       /* result files opened, not yet committed */
+    char **plots;                 /* gnuplot scripts to run after the commit */
+    int nplots;
+    unsigned char *ck;            /* resuming: the checkpoint read and checked */
+    size_t ck_size;
+    const unsigned char *ck_rest; /* its plugins' part, after the state */
     char device_name[512];
+    double host_need, device_need; /* bytes, estimated before allocating */
 
     /* CUDA backend */
     void *stream;                 /* cudaStream_t */
@@ -51,5 +80,68 @@ struct metro_sim {
     double link_seconds;
     int cubin_cached;
 };
+
+/* ---- host.c ---- */
+extern const metro_host_api metro__host_api;
+void metro__log(metro_sim *sim, metro_log_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Write the lines logged so far into the (now open) log file. */
+void metro__log_flush_early(metro_sim *sim);
+/* A plugin's failure as one error line: "[section] name (kind) what: msg",
+ * prefixed FILE:LINE: of the key the message starts with, else of the
+ * section. */
+int metro__plugin_failed(metro_ctx *ctx, metro_error *err, int status, const char *what);
+
+/* ---- backend.c ---- */
+/* The one CUDA error path: METRO_OK for cudaSuccess, else METRO_ERUN with
+ * "CUDA: WHAT failed: NAME (text)". */
+int metro__cuda_fail(metro_error *err, int status, const char *what, ...)
+    __attribute__((format(printf, 3, 4)));
+int metro__choose_backend(metro_sim *sim, const char *want, metro_error *err);
+/* Free device memory in bytes and the card's total (CUDA backend). */
+int metro__device_memory(size_t *free_bytes, size_t *total_bytes, metro_error *err);
+int metro__start_cuda(metro_sim *sim, metro_error *err);
+int metro__upload(metro_sim *sim, void *dst, const void *src, size_t n, metro_error *err,
+                  const char *what);
+int metro__total_all(metro_sim *sim, double *out, metro_error *err);
+
+/* ---- rundir.c ---- */
+/* The run directory path the options and config ask for ("" for none). */
+const char *metro__rundir_path(const metro_sim *sim, const metro_options *opt, char *buf, size_t n);
+/* Refuse, before anything is written, a new run into an existing run
+ * directory (unless --overwrite) or a resume without a checkpoint. */
+int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *err);
+/* Create (or, resuming, open) the run directory, lock it, remove stale
+ * temporaries, write config.ini (new run, or resume with --set) and open
+ * log.txt.  Called only when everything else is valid. */
+int metro__rundir_open(metro_sim *sim, const metro_options *opt, metro_error *err);
+void metro__rundir_close(metro_sim *sim);
+/* The resolved config: every section, every default written out. */
+void metro__write_resolved(metro_sim *sim, FILE *f);
+/* Write data to path through path.tmp, fsync and rename: the one way a
+ * whole file is written. */
+int metro__write_atomic(const char *path, const void *data, size_t n, metro_error *err);
+/* host->open_output, and the commit of every file it opened. */
+FILE *metro__output_open(metro_ctx *ctx, const char *filename);
+int metro__outputs_commit(metro_sim *sim, metro_error *err);
+/* host->plot, and running the scripts after the commit. */
+void metro__plot_request(metro_ctx *ctx, const char *script);
+void metro__plots_run(metro_sim *sim);
+void metro__outputs_discard(metro_sim *sim);
+
+/* ---- checkpoint.c ---- */
+/* Read checkpoint.bin (or, when it is damaged, the previous one, with a
+ * warning) into sim->ck and refuse, before anything is written, a
+ * checkpoint of another chain: its recorded identity must equal this
+ * config's, but for the keys a resume may change. */
+int metro__checkpoint_check(metro_sim *sim, metro_error *err);
+/* The state part of sim->ck into the state (before the sampler starts). */
+int metro__resume_state(metro_sim *sim, metro_error *err);
+/* The rest: every plugin's saved state (after the sampler started). */
+int metro__resume_plugins(metro_sim *sim, metro_error *err);
+metro_ctx *metro__ctx_at(metro_sim *sim, int i);   /* 0 potential, 1 sampler, 2.. observables */
+
+/* ---- run.c ---- */
+int metro__sync(metro_sim *sim, metro_error *err);
 
 #endif

@@ -38,37 +38,41 @@ uint64_t metro__fnv(uint64_t h, const void *data, size_t n)
     return h;
 }
 
-static void oom(void)
+/* Sizes are checked against the machine before anything large is
+ * allocated (metro__sim_memory); an allocation that fails anyway ends the
+ * program with status 1 and what it asked for, never with abort(). */
+static void oom(size_t bytes)
 {
-    fputs("metro: out of memory\n", stderr);
-    abort();
+    fprintf(stderr, "metro: out of memory: could not allocate %zu bytes (%.3g GiB)\n", bytes,
+            (double)bytes / (1u << 30));
+    exit(METRO_ERUN);
 }
 
 void *metro__xmalloc(size_t n)
 {
     void *p = malloc(n ? n : 1);
-    if (!p) oom();
+    if (!p) oom(n);
     return p;
 }
 
 void *metro__xcalloc(size_t n, size_t size)
 {
     void *p = calloc(n ? n : 1, size ? size : 1);
-    if (!p) oom();
+    if (!p) oom(n * size);
     return p;
 }
 
 void *metro__xrealloc(void *p, size_t n)
 {
     p = realloc(p, n ? n : 1);
-    if (!p) oom();
+    if (!p) oom(n);
     return p;
 }
 
 char *metro__strdup(const char *s)
 {
     char *d = strdup(s ? s : "");
-    if (!d) oom();
+    if (!d) oom(strlen(s ? s : "") + 1);
     return d;
 }
 

@@ -16,8 +16,8 @@ int metro__fail(metro_error *err, int status, const char *fmt, ...)
 #define METRO__FNV_INIT 0xcbf29ce484222325ull
 uint64_t metro__fnv(uint64_t h, const void *data, size_t n);
 
-/* strdup that aborts on out-of-memory (the core's only allocation failure
- * policy: nothing sensible can continue). */
+/* Allocation that exits with status 1, naming the size, on out-of-memory
+ * (sizes are checked against the machine before the run starts). */
 char *metro__strdup(const char *s);
 void *metro__xmalloc(size_t n);
 void *metro__xcalloc(size_t n, size_t size);

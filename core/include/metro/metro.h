@@ -40,15 +40,25 @@ typedef struct metro_options {
     int resume;                       /* continue the run in `output` from its
                                          checkpoint.bin (config_path is then
                                          normally output/config.ini) */
+    int dry_run;                      /* validate, create the plugins and size
+                                         the run, then stop: metro_sim_plan()
+                                         prints it; nothing is written */
 } metro_options;
 
 typedef struct metro_sim metro_sim;
 
-/* Read and validate the config, load the plugins, create them, place the
- * particles, pick the backend (JIT-linking the device code on CUDA) and
- * create the run directory.  Returns METRO_OK and *out, or METRO_EUSAGE /
- * METRO_ERUN with err filled and *out NULL. */
+/* Read and validate the config, load the plugins, create them, check the
+ * memory the sizes need, place the particles, pick the backend
+ * (JIT-linking the device code on CUDA) and — only when all of that
+ * worked — create (or lock, resuming) the run directory.  Returns METRO_OK
+ * and *out, or METRO_EUSAGE / METRO_ERUN with err filled, *out NULL and
+ * nothing written.  With opt->dry_run it stops after the checks and the
+ * memory estimate (*out is then only for metro_sim_plan and destroy). */
 int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err);
+
+/* Print the resolved config and the work of the run: sizes, pair
+ * evaluations per sweep, memory, an estimated time. */
+int metro_sim_plan(metro_sim *sim, FILE *f);
 
 /* Equilibration, production with measurements, results, plots: the whole
  * run of the config.  METRO_OK or METRO_ERUN (err filled). */

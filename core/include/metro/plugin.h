@@ -12,7 +12,9 @@
  *
  * Return convention of every function in these tables: 0 on success,
  * non-zero on failure after calling host->fail() with a message.  Plugins
- * never exit() and never print to stderr themselves.
+ * never exit() and never print to stderr themselves.  A message about one
+ * parameter starts with its name ("cell_radius: ..."): the core then
+ * points at that key's line of the config file (else the section's).
  */
 #ifndef METRO_PLUGIN_H
 #define METRO_PLUGIN_H
@@ -27,7 +29,9 @@
 extern "C" {
 #endif
 
-#define METRO_ABI_VERSION 1u
+/* 2: host->cuda(), the optional memory() of every kind, open_output()
+ * files committed whole at the end of the run. */
+#define METRO_ABI_VERSION 2u
 
 typedef enum metro_kind {
     METRO_KIND_POTENTIAL = 1,
@@ -109,13 +113,33 @@ typedef struct metro_host_api {
     void *(*stream)(metro_ctx *ctx);
 
     /* Open a file in the run directory for writing ("w") — the only place
-     * plugins write.  NULL (with the reason recorded) on failure. */
+     * plugins write.  NULL (with the reason recorded) on failure.  What is
+     * written goes to a temporary file; the core moves every file opened
+     * this way into place under its name only after the sampler's and
+     * every observable's finish() have succeeded and the data is on disk,
+     * so results are never seen half-written and a failed run leaves the
+     * previous results as they were.  Write errors (a full disk, a file
+     * size limit) are caught by the core even where fclose() is not
+     * checked. */
     FILE *(*open_output)(metro_ctx *ctx, const char *filename);
     /* The run directory, for messages. */
     const char *(*run_dir)(metro_ctx *ctx);
 
     /* Byte buffer for save(); append n bytes. */
     int (*save_bytes)(metro_ctx *ctx, const void *data, size_t n);
+
+    /* ---- ABI version 2 ---- */
+    /* The one CUDA error path: 0 when status (a cudaError_t) is
+     * cudaSuccess; otherwise records "CUDA: WHAT failed: NAME (text)" with
+     * WHAT printf-formatted by the caller, naming the call and the sizes
+     * involved, and returns -1:
+     *     if (host->cuda(ctx, cudaMalloc(&p, n), "cudaMalloc of %zu bytes", n)) return -1; */
+    int (*cuda)(metro_ctx *ctx, int status, const char *what, ...);
+    /* Draw plots from a gnuplot script this plugin wrote with open_output,
+     * run in the run directory once the results are in place (plots are
+     * made from the committed files).  A missing gnuplot or a failing
+     * script is logged as a warning, never an error. */
+    void (*plot)(metro_ctx *ctx, const char *script);
 } metro_host_api;
 
 /* ---- the simulated state ------------------------------------------------ */
@@ -178,6 +202,15 @@ typedef struct metro_state {
 
 /* ---- kind-specific host tables ------------------------------------------ */
 
+/* Optional in every table from ABI version 2 (NULL when absent): the bytes
+ * this instance will allocate for the sizes in setup, on the host and on
+ * the device (CUDA backend), beyond the core's own state.  Called right
+ * after create() — so create() must not allocate anything that grows with
+ * the system — and before anything large is allocated: the core adds the
+ * figures up and refuses a run that cannot fit, before it starts. */
+#define METRO_MEMORY_FN \
+    int (*memory)(void *self, const metro_setup *setup, size_t *host_bytes, size_t *device_bytes)
+
 /* Potentials.  The device side implements, in its LTO-IR, the fixed device
  * ABI of metro/device.h (pair, bond and external energies).  The host side
  * provides whole loops, so the pair function inlines on the CPU too. */
@@ -197,6 +230,8 @@ typedef struct metro_potential_api {
     double (*delta)(void *self, const metro_float4 *pos, int n, int i, metro_float4 trial);
     /* Total energy of pos[0..n-1], summed in double. */
     double (*total)(void *self, const metro_float4 *pos, int n);
+    /* ---- ABI version 2 ---- */
+    METRO_MEMORY_FN;
 } metro_potential_api;
 
 /* Samplers own the Markov chain. */
@@ -226,6 +261,8 @@ typedef struct metro_sampler_api {
      * sampler keeps of them. */
     int (*save)(void *self);
     int (*restore)(void *self, const void *data, size_t size);
+    /* ---- ABI version 2 ---- */
+    METRO_MEMORY_FN;
 } metro_sampler_api;
 
 /* Observables measure the state every `every` sweeps after equilibration.
@@ -250,6 +287,8 @@ typedef struct metro_observable_api {
      * st->d_slot_replica, accumulate on the device (kernels on
      * host->stream), copy back in bulk in finish() and save(). */
     int (*measure_device)(void *self, const metro_state *st);
+    /* ---- ABI version 2 ---- */
+    METRO_MEMORY_FN;
 } metro_observable_api;
 
 /* ---- the descriptor ----------------------------------------------------- */

@@ -1,0 +1,156 @@
+/* core/src/backend.c — the backends: choosing one, starting CUDA (linking
+ * the device code, the state on the device) and total energies. */
+#define _GNU_SOURCE
+#include "sim.h"
+
+#include <cuda_runtime_api.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jit.h"
+#include "util.h"
+
+int metro__cuda_fail(metro_error *err, int status, const char *what, ...)
+{
+    if (status == cudaSuccess) return METRO_OK;
+    char w[1024];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(w, sizeof w, what, ap);
+    va_end(ap);
+    cudaGetLastError();
+    return metro__fail(err, METRO_ERUN, "CUDA: %s failed: %s (%s)", w, cudaGetErrorName((cudaError_t)status),
+                       cudaGetErrorString((cudaError_t)status));
+}
+
+#define CUDA_TRY(call, ...)                                                  \
+    do {                                                                     \
+        int rc_ = metro__cuda_fail(err, (int)(call), __VA_ARGS__);           \
+        if (rc_) return rc_;                                                 \
+    } while (0)
+
+int metro__choose_backend(metro_sim *sim, const char *want, metro_error *err)
+{
+    int count = 0;
+    cudaError_t e = strcmp(want, "cpu") ? cudaGetDeviceCount(&count) : cudaSuccess;
+    if (!strcmp(want, "cpu") || (!strcmp(want, "auto") && (e != cudaSuccess || count == 0))) {
+        sim->setup.backend = METRO_BACKEND_CPU;
+        snprintf(sim->device_name, sizeof sim->device_name, "CPU");
+        return METRO_OK;
+    }
+    if (e != cudaSuccess || count == 0)
+        return metro__fail(err, METRO_ERUN, "device = cuda: no usable CUDA device (%s); run with --device cpu",
+                           e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    struct cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, 0), "reading the properties of device 0");
+    sim->setup.backend = METRO_BACKEND_CUDA;
+    snprintf(sim->device_name, sizeof sim->device_name, "%s (sm_%d%d, %d SMs)", prop.name, prop.major,
+             prop.minor, prop.multiProcessorCount);
+    return METRO_OK;
+}
+
+int metro__device_memory(size_t *free_bytes, size_t *total_bytes, metro_error *err)
+{
+    CUDA_TRY(cudaMemGetInfo(free_bytes, total_bytes), "reading the free device memory");
+    return METRO_OK;
+}
+
+/* Host -> device copy ordered with the plugins' work: on the run's stream
+ * (non-blocking, so the legacy stream would not order it), then waited for. */
+int metro__upload(metro_sim *sim, void *dst, const void *src, size_t n, metro_error *err, const char *what)
+{
+    cudaStream_t s = (cudaStream_t)sim->stream;
+    CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, s), "uploading %s (%zu bytes)", what, n);
+    CUDA_TRY(cudaStreamSynchronize(s), "uploading %s (%zu bytes)", what, n);
+    return METRO_OK;
+}
+
+int metro__start_cuda(metro_sim *sim, metro_error *err)
+{
+    struct cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, 0), "reading the properties of device 0");
+    char arch[16];
+    snprintf(arch, sizeof arch, "sm_%d%d", prop.major, prop.minor);
+    metro__ir irs[3 + 64];
+    int n = 0;
+    irs[n++] = (metro__ir){"core", metro__core_ir, metro__core_ir_size};
+    irs[n++] = (metro__ir){sim->pot.plugin->d->name, sim->pot.plugin->d->device_ir, sim->pot.plugin->d->device_ir_size};
+    irs[n++] = (metro__ir){sim->smp.plugin->d->name, sim->smp.plugin->d->device_ir, sim->smp.plugin->d->device_ir_size};
+    for (int i = 0; i < sim->nobs && n < 67; ++i) {
+        /* an observable used twice is linked once */
+        int dup = 0;
+        for (int j = 0; j < i; ++j) dup |= sim->obs[j].plugin == sim->obs[i].plugin;
+        if (!dup)
+            irs[n++] = (metro__ir){sim->obs[i].plugin->d->name, sim->obs[i].plugin->d->device_ir,
+                                   sim->obs[i].plugin->d->device_ir_size};
+    }
+    double t0 = metro__now();
+    void *cubin;
+    size_t size;
+    int rc = metro__jit_cached(irs, n, arch, &cubin, &size, &sim->cubin_cached, err);
+    if (rc) return rc;
+    sim->link_seconds = metro__now() - t0;
+    cudaStream_t s;
+    CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating a stream");
+    sim->stream = s;
+    cudaLibrary_t lib;
+    cudaError_t e = cudaLibraryLoadData(&lib, cubin, NULL, NULL, 0, NULL, NULL, 0);
+    free(cubin);
+    CUDA_TRY(e, "loading the linked device code (%zu bytes)", size);
+    sim->library = lib;
+    void *sym;
+    size_t symsize;
+    CUDA_TRY(cudaLibraryGetGlobal(&sym, &symsize, lib, "metro_potential_params"), "finding metro_potential_params");
+    size_t psize = 0;
+    const void *params = sim->pot_api->device_params(sim->pot.self, &psize);
+    if (psize > symsize)
+        return metro__fail(err, METRO_ERUN, "potential %s: parameter block of %zu bytes exceeds %zu",
+                           sim->pot.plugin->d->name, psize, symsize);
+    if (psize && (rc = metro__upload(sim, sym, params, psize, err, "the potential's parameters"))) return rc;
+    cudaKernel_t k;
+    CUDA_TRY(cudaLibraryGetKernel(&k, lib, "metro_core_total_energy"), "finding metro_core_total_energy");
+    sim->k_total = (void *)k;
+    size_t np = (size_t)sim->st.particles * (size_t)sim->st.replicas, nr = (size_t)sim->st.replicas;
+    CUDA_TRY(cudaMalloc((void **)&sim->st.d_pos, np * sizeof(metro_float4)), "cudaMalloc of %zu bytes for positions",
+             np * sizeof(metro_float4));
+    CUDA_TRY(cudaMalloc((void **)&sim->st.d_energy, nr * sizeof(double)), "cudaMalloc of %zu bytes for energies",
+             nr * sizeof(double));
+    CUDA_TRY(cudaMalloc((void **)&sim->d_total, nr * sizeof(double)), "cudaMalloc of %zu bytes for energies",
+             nr * sizeof(double));
+    return metro__upload(sim, sim->st.d_pos, sim->st.pos, np * sizeof(metro_float4), err, "positions");
+}
+
+/* Recompute every replica's total energy into out[] (host).  Replicas are
+ * the grid's y dimension, at most 65535 per launch: more are done in
+ * batches, so every replica count the config accepts runs. */
+int metro__total_all(metro_sim *sim, double *out, metro_error *err)
+{
+    metro_state *st = &sim->st;
+    if (st->backend == METRO_BACKEND_CPU) {
+        for (int r = 0; r < st->replicas; ++r)
+            out[r] = sim->pot_api->total(sim->pot.self, st->pos + (size_t)r * st->particles, st->particles);
+        return METRO_OK;
+    }
+    cudaStream_t s = (cudaStream_t)sim->stream;
+    size_t nr = (size_t)st->replicas;
+    CUDA_TRY(cudaMemsetAsync(sim->d_total, 0, nr * sizeof(double), s), "clearing %zu energies", nr);
+    int threads = 256;
+    int blocks = (st->particles + threads - 1) / threads;
+    if (blocks > 1024) blocks = 1024;
+    int n = st->particles, chain = st->chain;
+    for (int r0 = 0; r0 < st->replicas; r0 += 65535) {
+        int batch = st->replicas - r0 < 65535 ? st->replicas - r0 : 65535;
+        dim3 grid = {(unsigned)blocks, (unsigned)batch, 1}, block = {(unsigned)threads, 1, 1};
+        const metro_float4 *pos = st->d_pos + (size_t)r0 * (size_t)n;
+        double *o = sim->d_total + r0;
+        void *args[] = {&pos, &n, &chain, &o};
+        CUDA_TRY(cudaLaunchKernel((const void *)sim->k_total, grid, block, args, 0, s),
+                 "launching the energy check (grid %d x %d, %d threads, replicas %d..%d)", blocks, batch, threads,
+                 r0, r0 + batch - 1);
+    }
+    CUDA_TRY(cudaMemcpyAsync(out, sim->d_total, nr * sizeof(double), cudaMemcpyDeviceToHost, s),
+             "reading %zu energies", nr);
+    CUDA_TRY(cudaStreamSynchronize(s), "computing total energies");
+    return METRO_OK;
+}

@@ -1,0 +1,335 @@
+/* core/src/checkpoint.c — checkpoint.bin: which chain it belongs to, the
+ * state, every plugin's saved state, and resuming from it.
+ *
+ * Layout (format 2, little-endian as the machine writes it):
+ *   "METROCK2"
+ *   u64 identity digest, u64 length L, L bytes of identity text
+ *   i32 contexts, particles, replicas, measuring; i64 sweep
+ *   positions, energies, beta, slot_replica, accepted, attempted
+ *   per plugin instance (potential, sampler, observables in config order):
+ *     u64 random-stream offset, u64 size, size bytes of saved state
+ *   u64 FNV-1a checksum of everything before it
+ *
+ * The identity text is one line per key that defines the chain ("backend
+ * cpu", "[run] seed = 5", "[sampler] plugin = brush 1.2.0", ...): the
+ * resolved config less the keys a resume may change (RESUMABLE below), the
+ * plugins' names and versions, the backend and the format.  A resume
+ * recomputes it from the config it was given and refuses a checkpoint
+ * whose identity differs, naming the keys.
+ *
+ * The previous checkpoint is kept as checkpoint.bin.prev (a hard link made
+ * before the new one is renamed into place), so one damaged file never
+ * loses the run.
+ */
+#define _GNU_SOURCE
+#include "sim.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define MAGIC "METROCK2"
+
+/* [run] keys a resume may change: how long to run and where/how often to
+ * write.  Everything else defines the chain. */
+static const char *const RESUMABLE[] = {"sweeps", "output", "device", "check_every", "checkpoint_minutes",
+                                        "drift_tolerance", NULL};
+
+static int resumable(const char *section, const char *key)
+{
+    if (strcmp(section, "run")) return 0;
+    for (int i = 0; RESUMABLE[i]; ++i)
+        if (!strcmp(key, RESUMABLE[i])) return 1;
+    return 0;
+}
+
+static void identity_params(FILE *f, const char *section, const metro_params *p)
+{
+    for (int j = 0; p && j < p->n; ++j)
+        if (!resumable(section, p->decls[j].name)) fprintf(f, "[%s] %s = %s\n", section, p->decls[j].name, p->v[j].text);
+}
+
+/* The identity text of this run (heap, NUL-terminated). */
+static char *identity(metro_sim *sim, size_t *len)
+{
+    char *text = NULL;
+    FILE *f = open_memstream(&text, len);
+    if (!f) return NULL;
+    fprintf(f, "format %s\nbackend %s\n", MAGIC, sim->setup.backend == METRO_BACKEND_CUDA ? "cuda" : "cpu");
+    identity_params(f, "run", sim->run);
+    identity_params(f, "system", sim->system);
+    for (int i = 0; i < 2 + sim->nobs; ++i) {
+        metro_ctx *c = metro__ctx_at(sim, i);
+        fprintf(f, "[%s] plugin = %s %s\n", c->section, c->plugin->d->name, c->plugin->d->version);
+        if (i >= 2) fprintf(f, "[%s] every = %ld\n", c->section, c->every);
+        identity_params(f, c->section, c->params);
+    }
+    fclose(f);
+    return text;
+}
+
+metro_ctx *metro__ctx_at(metro_sim *sim, int i)
+{
+    return i == 0 ? &sim->pot : i == 1 ? &sim->smp : &sim->obs[i - 2];
+}
+
+/* ---- writing --------------------------------------------------------------- */
+
+typedef struct cbuf {
+    unsigned char *p;
+    size_t n, cap;
+} cbuf;
+
+static void cput(cbuf *b, const void *d, size_t n)
+{
+    if (!n) return;
+    if (b->n + n > b->cap) {
+        while (b->n + n > b->cap) b->cap = b->cap ? 2 * b->cap : 1 << 16;
+        b->p = metro__xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+
+static int ctx_save(metro_ctx *c, int i)
+{
+    c->save_n = 0;
+    if (i == 0) return 0; /* potentials are stateless */
+    if (i == 1) return ((const metro_sampler_api *)c->plugin->d->api)->save(c->self);
+    return ((const metro_observable_api *)c->plugin->d->api)->save(c->self);
+}
+
+int metro_sim_checkpoint(metro_sim *sim, metro_error *err)
+{
+    if (!sim->dir) return METRO_OK;
+    int rc = metro__sync(sim, err);
+    if (rc) return rc;
+    metro_state *st = &sim->st;
+    cbuf b = {0};
+    size_t idlen = 0;
+    char *id = identity(sim, &idlen);
+    if (!id) return metro__fail(err, METRO_ERUN, "checkpoint: out of memory");
+    uint64_t digest = metro__fnv(METRO__FNV_INIT, id, idlen), len = idlen;
+    int32_t nctx = 2 + sim->nobs, n = st->particles, r = st->replicas, meas = st->measuring;
+    int64_t sweep = st->sweep;
+    cput(&b, MAGIC, 8);
+    cput(&b, &digest, 8);
+    cput(&b, &len, 8);
+    cput(&b, id, idlen);
+    free(id);
+    cput(&b, &nctx, 4); cput(&b, &n, 4); cput(&b, &r, 4); cput(&b, &meas, 4); cput(&b, &sweep, 8);
+    size_t np = (size_t)n * (size_t)r;
+    cput(&b, st->pos, sizeof *st->pos * np);
+    cput(&b, st->energy, sizeof *st->energy * (size_t)r);
+    cput(&b, st->beta, sizeof *st->beta * (size_t)r);
+    cput(&b, st->slot_replica, sizeof *st->slot_replica * (size_t)r);
+    cput(&b, st->accepted, sizeof *st->accepted * (size_t)r);
+    cput(&b, st->attempted, sizeof *st->attempted * (size_t)r);
+    for (int i = 0; i < nctx && !rc; ++i) {
+        metro_ctx *c = metro__ctx_at(sim, i);
+        uint64_t off = c->rng.offset, size;
+        if (ctx_save(c, i)) {
+            rc = metro__plugin_failed(c, err, METRO_ERUN, "could not save its state");
+            break;
+        }
+        size = c->save_n;
+        cput(&b, &off, 8);
+        cput(&b, &size, 8);
+        cput(&b, c->save_buf, size);
+    }
+    uint64_t sum = metro__fnv(METRO__FNV_INIT, b.p, b.n);
+    cput(&b, &sum, 8);
+    if (!rc) {
+        char path[4200], prev[4300];
+        snprintf(path, sizeof path, "%s/checkpoint.bin", sim->dir);
+        snprintf(prev, sizeof prev, "%s.prev", path);
+        /* keep the last good one: link it aside before the new one replaces it */
+        unlink(prev);
+        if (link(path, prev) != 0 && errno != ENOENT)
+            metro__log(sim, METRO_LOG_WARN, "%s: could not keep the previous checkpoint: %s", prev, strerror(errno));
+        rc = metro__write_atomic(path, b.p, b.n, err);
+    }
+    free(b.p);
+    return rc;
+}
+
+/* ---- reading --------------------------------------------------------------- */
+
+static int cget(const unsigned char **p, const unsigned char *end, void *d, size_t n)
+{
+    if ((size_t)(end - *p) < n) return -1;
+    if (n) memcpy(d, *p, n);
+    *p += n;
+    return 0;
+}
+
+/* Read and check one file: 0, or -1 with why in *why. */
+static int load(const char *path, unsigned char **data, size_t *size, char *why, size_t nwhy)
+{
+    *data = (unsigned char *)metro__read_file(path, size);
+    if (!*data) {
+        snprintf(why, nwhy, "%s: cannot be read: %s", path, strerror(errno));
+        return -1;
+    }
+    uint64_t sum;
+    if (*size >= 8 && !memcmp(*data, "METROCK1", 8)) {
+        snprintf(why, nwhy, "%s: written by an older metro (checkpoint format 1, before checkpoints recorded "
+                            "which chain they belong to): cannot resume it", path);
+    } else if (*size < 40 || memcmp(*data, MAGIC, 8) ||
+               (memcpy(&sum, *data + *size - 8, 8), sum != metro__fnv(METRO__FNV_INIT, *data, *size - 8))) {
+        snprintf(why, nwhy, "%s: damaged (bad magic or checksum)", path);
+    } else {
+        return 0;
+    }
+    free(*data);
+    *data = NULL;
+    return -1;
+}
+
+/* Identity lines are "KEY = VALUE" or a bare "KEY VALUE" (format, backend). */
+static size_t key_len(const char *line, size_t l)
+{
+    const char *eq = memmem(line, l, " = ", 3);
+    if (eq) return (size_t)(eq - line);
+    const char *sp = memchr(line, ' ', l);
+    return sp ? (size_t)(sp - line) : l;
+}
+
+/* The line of text with key line[0..kl), or NULL. */
+static const char *find_key(const char *text, const char *key, size_t kl)
+{
+    for (const char *t = text; *t;) {
+        size_t l = strcspn(t, "\n");
+        if (key_len(t, l) == kl && !strncmp(t, key, kl)) return t;
+        t += l + (t[l] == '\n');
+    }
+    return NULL;
+}
+
+static void add_difference(char *out, size_t n, const char *key, size_t kl, const char *a, const char *b)
+{
+    size_t used = strlen(out);
+    size_t al = a ? strcspn(a, "\n") : 0, bl = b ? strcspn(b, "\n") : 0;
+    size_t as = a && al > kl ? kl + 1 + (a[kl + 1] == '=' ? 2 : 0) : al, bs = b && bl > kl ? kl + 1 + (b[kl + 1] == '=' ? 2 : 0) : bl;
+    if (used + 64 < n)
+        snprintf(out + used, n - used, "%s  %.*s: the checkpoint has %s%.*s%s, the config %s%.*s%s", used ? "\n" : "",
+                 (int)kl, key, a ? "'" : "", a ? (int)(al - as) : 4, a ? a + as : "none", a ? "'" : "",
+                 b ? "'" : "", b ? (int)(bl - bs) : 4, b ? b + bs : "none", b ? "'" : "");
+}
+
+/* Every key whose line differs between the checkpoint's identity (have)
+ * and this config's (want). */
+static void name_differences(const char *have, const char *want, char *out, size_t n)
+{
+    out[0] = 0;
+    for (const char *w = want; *w;) {
+        size_t l = strcspn(w, "\n"), kl = key_len(w, l);
+        const char *h = find_key(have, w, kl);
+        if (!h || strcspn(h, "\n") != l || strncmp(h, w, l)) add_difference(out, n, w, kl, h, w);
+        w += l + (w[l] == '\n');
+    }
+    for (const char *h = have; *h;) {
+        size_t l = strcspn(h, "\n"), kl = key_len(h, l);
+        if (!find_key(want, h, kl)) add_difference(out, n, h, kl, h, NULL);
+        h += l + (h[l] == '\n');
+    }
+}
+
+int metro__checkpoint_check(metro_sim *sim, metro_error *err)
+{
+    char path[4200], prev[4300], why[4400], why_prev[4400];
+    snprintf(path, sizeof path, "%s/checkpoint.bin", sim->dir);
+    snprintf(prev, sizeof prev, "%s.prev", path);
+    size_t size = 0;
+    const char *used = path;
+    if (load(path, &sim->ck, &size, why, sizeof why)) {
+        if (load(prev, &sim->ck, &size, why_prev, sizeof why_prev))
+            return metro__fail(err, METRO_ERUN, "%s; and the previous one, %s: cannot resume", why, why_prev);
+        metro__log(sim, METRO_LOG_WARN, "%s; resuming from the previous checkpoint, %s", why, prev);
+        used = prev;
+    }
+    sim->ck_size = size;
+    const unsigned char *p = sim->ck + 8, *end = sim->ck + size - 8;
+    uint64_t digest, len;
+    if (cget(&p, end, &digest, 8) || cget(&p, end, &len, 8) || (uint64_t)(end - p) < len)
+        return metro__fail(err, METRO_ERUN, "%s: truncated", used);
+    size_t mylen = 0;
+    char *mine = identity(sim, &mylen);
+    char *theirs = metro__xmalloc(len + 1);
+    memcpy(theirs, p, len);
+    theirs[len] = 0;
+    p += len;
+    int rc = METRO_OK;
+    if (digest != metro__fnv(METRO__FNV_INIT, mine, mylen) || strcmp(mine, theirs)) {
+        char diff[6000];
+        name_differences(theirs, mine, diff, sizeof diff);
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: belongs to another chain; a resume may change only [run] sweeps, output, device, "
+                         "check_every, checkpoint_minutes, drift_tolerance. What differs:\n%s",
+                         used, diff[0] ? diff : "  (the plugins' order)");
+    }
+    free(mine);
+    free(theirs);
+    if (rc) return rc;
+    int32_t nctx = 0, n = 0, r = 0;
+    const unsigned char *q = p;
+    cget(&q, end, &nctx, 4); cget(&q, end, &n, 4); cget(&q, end, &r, 4);
+    /* the identity fixes the config; sizes a plugin derives must agree too */
+    if (nctx != 2 + sim->nobs || n != sim->st.particles || r != sim->st.replicas)
+        return metro__fail(err, METRO_EUSAGE,
+                           "%s: written for %d particles x %d replicas with %d observables; the config now asks %d x %d with %d",
+                           used, n, r, nctx - 2, sim->st.particles, sim->st.replicas, sim->nobs);
+    sim->ck_rest = p;
+    return METRO_OK;
+}
+
+int metro__resume_state(metro_sim *sim, metro_error *err)
+{
+    metro_state *st = &sim->st;
+    const unsigned char *p = sim->ck_rest, *end = sim->ck + sim->ck_size - 8;
+    int32_t nctx, n, r, meas = 0;
+    int64_t sweep = 0;
+    cget(&p, end, &nctx, 4); cget(&p, end, &n, 4); cget(&p, end, &r, 4);
+    if (cget(&p, end, &meas, 4) || cget(&p, end, &sweep, 8) ||
+        cget(&p, end, st->pos, sizeof *st->pos * (size_t)n * (size_t)r) ||
+        cget(&p, end, st->energy, sizeof *st->energy * (size_t)r))
+        return metro__fail(err, METRO_ERUN, "%s/checkpoint.bin: truncated", sim->dir);
+    st->sweep = sweep;
+    st->measuring = meas;
+    sim->ck_rest = p;
+    int rc = METRO_OK;
+    if (st->backend == METRO_BACKEND_CUDA &&
+        ((rc = metro__upload(sim, st->d_pos, st->pos, sizeof *st->pos * (size_t)n * (size_t)r, err, "the checkpoint's positions")) ||
+         (rc = metro__upload(sim, st->d_energy, st->energy, sizeof *st->energy * (size_t)r, err, "the checkpoint's energies"))))
+        return rc;
+    return METRO_OK;
+}
+
+int metro__resume_plugins(metro_sim *sim, metro_error *err)
+{
+    metro_state *st = &sim->st;
+    const unsigned char *p = sim->ck_rest, *end = sim->ck + sim->ck_size - 8;
+    size_t r = (size_t)st->replicas;
+    if (cget(&p, end, st->beta, sizeof *st->beta * r) || cget(&p, end, st->slot_replica, sizeof *st->slot_replica * r) ||
+        cget(&p, end, st->accepted, sizeof *st->accepted * r) || cget(&p, end, st->attempted, sizeof *st->attempted * r))
+        return metro__fail(err, METRO_ERUN, "%s/checkpoint.bin: truncated", sim->dir);
+    for (int i = 0; i < 2 + sim->nobs; ++i) {
+        metro_ctx *c = metro__ctx_at(sim, i);
+        uint64_t off, size;
+        if (cget(&p, end, &off, 8) || cget(&p, end, &size, 8) || (uint64_t)(end - p) < size)
+            return metro__fail(err, METRO_ERUN, "%s/checkpoint.bin: truncated", sim->dir);
+        metro__rng_free(&c->rng);
+        c->rng.offset = off;
+        int bad = 0;
+        if (i == 1) bad = ((const metro_sampler_api *)c->plugin->d->api)->restore(c->self, p, size);
+        if (i >= 2) bad = ((const metro_observable_api *)c->plugin->d->api)->restore(c->self, p, size);
+        if (bad) return metro__plugin_failed(c, err, METRO_ERUN, "could not restore its state");
+        p += size;
+    }
+    free(sim->ck);
+    sim->ck = NULL;
+    return METRO_OK;
+}

@@ -1,0 +1,198 @@
+/* core/src/host.c — the services the core gives plugins (metro_host_api)
+ * and the run's log. */
+#define _GNU_SOURCE
+#include "sim.h"
+
+#include <cuda_runtime_api.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util.h"
+
+/* ---- the log ------------------------------------------------------------- */
+
+/* Lines logged before log.txt exists (everything is validated before the
+ * run directory is made) are kept and written first when it opens. */
+static void log_line(metro_sim *sim, const char *text)
+{
+    if (sim->log) {
+        fputs(text, sim->log);
+        fflush(sim->log);
+        return;
+    }
+    size_t l = strlen(text);
+    sim->early_log = metro__xrealloc(sim->early_log, sim->early_n + l + 1);
+    memcpy(sim->early_log + sim->early_n, text, l + 1);
+    sim->early_n += l;
+}
+
+void metro__log_flush_early(metro_sim *sim)
+{
+    if (!sim->log || !sim->early_n) return;
+    fputs(sim->early_log, sim->log);
+    fflush(sim->log);
+    free(sim->early_log);
+    sim->early_log = NULL;
+    sim->early_n = 0;
+}
+
+static void vlog(metro_sim *sim, const char *who, metro_log_level level, const char *fmt, va_list ap)
+{
+    static const char *names[] = {"error", "warning", "", ""};
+    char line[4096], out[4300];
+    vsnprintf(line, sizeof line, fmt, ap);
+    time_t t = time(NULL);
+    char ts[32];
+    strftime(ts, sizeof ts, "%H:%M:%S", localtime(&t));
+    snprintf(out, sizeof out, "%s %s%s%s%s%s\n", ts, who ? who : "", who ? ": " : "", names[level],
+             level < METRO_LOG_INFO ? ": " : "", line);
+    log_line(sim, out);
+    if (level <= METRO_LOG_WARN || (!sim->quiet && level <= METRO_LOG_INFO))
+        fprintf(stderr, "%s%s%s%s%s\n", who ? who : "metro", ": ", names[level],
+                level < METRO_LOG_INFO ? ": " : "", line);
+}
+
+void metro__log(metro_sim *sim, metro_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(sim, NULL, level, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- plugin failures ------------------------------------------------------ */
+
+/* Where in the config a plugin's refusal points: the key its message starts
+ * with (the convention of plugin.h), else the section header. */
+static void locate(metro_ctx *ctx, const char **file, int *line)
+{
+    metro__config *cfg = ctx->sim->cfg;
+    *file = cfg->path;
+    *line = metro__config_section_line(cfg, ctx->section);
+    const metro_param_decl *d = ctx->plugin ? ctx->plugin->d->params : NULL;
+    size_t best = 0;
+    for (int i = 0; d && d[i].name; ++i) {
+        size_t l = strlen(d[i].name);
+        if (l > best && !strncmp(ctx->err, d[i].name, l) && strchr(": ,", ctx->err[l])) {
+            metro__entry *e = metro__config_find(cfg, ctx->section, d[i].name);
+            if (e) {
+                *file = e->file;
+                *line = e->line;
+                best = l;
+            }
+        }
+    }
+}
+
+int metro__plugin_failed(metro_ctx *ctx, metro_error *err, int status, const char *what)
+{
+    const char *file;
+    int line;
+    locate(ctx, &file, &line);
+    char where[4200] = "";
+    if (!strcmp(file, "--set"))
+        snprintf(where, sizeof where, "--set #%d: ", line);
+    else if (line)
+        snprintf(where, sizeof where, "%s:%d: ", file, line);
+    else
+        snprintf(where, sizeof where, "%s: ", file);
+    return metro__fail(err, status, "%s[%s] %s (%s) %s: %s", where, ctx->section,
+                       ctx->plugin ? ctx->plugin->d->name : "?",
+                       ctx->plugin ? metro__kind_name(ctx->plugin->d->kind) : "", what,
+                       ctx->err[0] ? ctx->err : "failed without saying why");
+}
+
+/* ---- services ------------------------------------------------------------- */
+
+static int h_fail(metro_ctx *ctx, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->err, sizeof ctx->err, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void h_log(metro_ctx *ctx, metro_log_level level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vlog(ctx->sim, ctx->plugin ? ctx->plugin->d->name : ctx->section, level, fmt, ap);
+    va_end(ap);
+}
+
+static int h_uniform(metro_ctx *ctx, float *out, size_t n)
+{
+    ctx->rng.device = ctx->sim->st.backend == METRO_BACKEND_CUDA && !ctx->host_rng;
+    ctx->rng.stream = ctx->sim->stream;
+    int s = metro__rng_uniform(&ctx->rng, out, n);
+    if (s) return h_fail(ctx, "cuRAND could not draw %zu uniforms (status %d)", n, s);
+    return 0;
+}
+
+static int h_kernel(metro_ctx *ctx, const char *name, void **kernel)
+{
+    if (!ctx->sim->library) return h_fail(ctx, "kernel '%s' asked for on the CPU backend", name);
+    cudaKernel_t k;
+    cudaError_t e = cudaLibraryGetKernel(&k, (cudaLibrary_t)ctx->sim->library, name);
+    if (e != cudaSuccess)
+        return h_fail(ctx, "no kernel '%s' in the linked device code (%s)", name, cudaGetErrorString(e));
+    *kernel = (void *)k;
+    return 0;
+}
+
+static void *h_stream(metro_ctx *ctx)
+{
+    return ctx->sim->stream;
+}
+
+static const char *h_run_dir(metro_ctx *ctx)
+{
+    return ctx->sim->dir ? ctx->sim->dir : "";
+}
+
+static int h_save_bytes(metro_ctx *ctx, const void *data, size_t n)
+{
+    if (ctx->save_n + n > ctx->save_cap) {
+        while (ctx->save_n + n > ctx->save_cap) ctx->save_cap = ctx->save_cap ? 2 * ctx->save_cap : 4096;
+        ctx->save_buf = metro__xrealloc(ctx->save_buf, ctx->save_cap);
+    }
+    if (n) memcpy(ctx->save_buf + ctx->save_n, data, n); /* data may be NULL when n is 0 */
+    ctx->save_n += n;
+    return 0;
+}
+
+static int h_cuda(metro_ctx *ctx, int status, const char *what, ...)
+{
+    if (status == cudaSuccess) return 0;
+    char w[1024];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(w, sizeof w, what, ap);
+    va_end(ap);
+    /* the sticky error is cleared where it can be, so the message is this call's */
+    cudaGetLastError();
+    return h_fail(ctx, "CUDA: %s failed: %s (%s)", w, cudaGetErrorName((cudaError_t)status),
+                  cudaGetErrorString((cudaError_t)status));
+}
+
+const metro_host_api metro__host_api = {
+    METRO_ABI_VERSION,
+    h_fail,
+    h_log,
+    metro__param_int,
+    metro__param_real,
+    metro__param_bool,
+    metro__param_string,
+    metro__param_list,
+    h_uniform,
+    h_kernel,
+    h_stream,
+    metro__output_open,
+    h_run_dir,
+    h_save_bytes,
+    h_cuda,
+    metro__plot_request,
+};

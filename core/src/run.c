@@ -1,0 +1,242 @@
+/* core/src/run.c — the run loop: equilibration, production with
+ * measurements, energy checks, checkpoints (by sweeps and by wall time),
+ * results. */
+#define _GNU_SOURCE
+#include "sim.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* ---- interruption ------------------------------------------------------- */
+
+/* SIGINT/SIGTERM stop a run at the next chunk boundary with a checkpoint,
+ * so a run cut short (^C, a batch system's time limit) can be resumed.  A
+ * second signal kills as usual. */
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+    interrupted = sig;
+    signal(sig, SIG_DFL);
+}
+
+/* ---- state ------------------------------------------------------------------ */
+
+int metro__sync(metro_sim *sim, metro_error *err)
+{
+    if (sim->smp_api->sync(sim->smp.self, &sim->st))
+        return metro__plugin_failed(&sim->smp, err, METRO_ERUN, "could not bring the state back");
+    return METRO_OK;
+}
+
+const metro_state *metro_sim_state(metro_sim *sim, metro_error *err)
+{
+    return metro__sync(sim, err) ? NULL : &sim->st;
+}
+
+int metro_sim_advance(metro_sim *sim, long sweeps, metro_error *err)
+{
+    if (sweeps <= 0) return METRO_OK;
+    if (sim->smp_api->advance(sim->smp.self, &sim->st, sweeps))
+        return metro__plugin_failed(&sim->smp, err, METRO_ERUN, "failed");
+    sim->st.sweep += sweeps;
+    return METRO_OK;
+}
+
+double metro_sim_total_energy(metro_sim *sim, int r, metro_error *err)
+{
+    double *e = metro__xcalloc((size_t)sim->st.replicas, sizeof *e);
+    double v = NAN;
+    if (metro__sync(sim, err) == METRO_OK && metro__total_all(sim, e, err) == METRO_OK) v = e[r];
+    free(e);
+    return v;
+}
+
+/* Compare the running energies with a fresh computation; resynchronise
+ * them so rounding cannot accumulate. */
+static int check_energy(metro_sim *sim, double *worst, metro_error *err)
+{
+    metro_state *st = &sim->st;
+    double *e = metro__xcalloc((size_t)st->replicas, sizeof *e);
+    int rc = metro__total_all(sim, e, err);
+    for (int r = 0; !rc && r < st->replicas; ++r) {
+        double scale = fmax(fabs(e[r]), (double)st->particles);
+        double drift = fabs(st->energy[r] - e[r]) / scale;
+        if (!(drift <= *worst)) *worst = drift;
+        if (!isfinite(e[r]) || !(drift <= sim->drift_tolerance))
+            rc = metro__fail(err, METRO_ERUN,
+                             "energy check at sweep %lld: replica %d runs at E = %.10g but recomputes to %.10g "
+                             "(relative drift %.3g > drift_tolerance %.3g): the sampler's bookkeeping or the potential's delta() is wrong",
+                             st->sweep, r, st->energy[r], e[r], drift, sim->drift_tolerance);
+        st->energy[r] = e[r];
+    }
+    if (!rc && st->backend == METRO_BACKEND_CUDA)
+        rc = metro__upload(sim, st->d_energy, st->energy, (size_t)st->replicas * sizeof(double), err, "energies");
+    free(e);
+    return rc;
+}
+
+static long gcd(long a, long b)
+{
+    while (b) { long t = a % b; a = b; b = t; }
+    return a;
+}
+
+static void progress(metro_sim *sim, const char *phase, long done, long total, double t0, int final)
+{
+    static double last;
+    double now = metro__now();
+    if (sim->quiet || !isatty(2) || (!final && now - last < 0.5)) return;
+    last = now;
+    double rate = done / fmax(now - t0, 1e-9);
+    double eta = rate > 0 ? (double)(total - done) / rate : 0;
+    fprintf(stderr, "\r%s: sweep %ld/%ld (%.1f%%), %.4g sweeps/s, ETA %.0f s   %s", phase, done, total,
+            total ? 100.0 * done / total : 100.0, rate, eta, final ? "\n" : "");
+    fflush(stderr);
+}
+
+static int stop_requested(metro_sim *sim, metro_error *err)
+{
+    if (!interrupted) return METRO_OK;
+    int rc = metro_sim_checkpoint(sim, err);
+    if (rc) return rc;
+    return metro__fail(err, METRO_ERUN, "interrupted by signal %d at sweep %lld; the checkpoint is written: metro resume %s continues",
+                       (int)interrupted, sim->st.sweep, sim->dir ? sim->dir : "RUNDIR");
+}
+
+/* Checkpoints come at every energy check and, in between, every
+ * checkpoint_minutes of wall time, so a kill early in a long run loses
+ * minutes, not a tenth of the run.  A checkpoint only reads the state:
+ * where it falls does not change the chain. */
+typedef struct schedule {
+    long check, next_check;
+    double last_ck;
+    double worst;
+} schedule;
+
+static int after_chunk(metro_sim *sim, schedule *s, int synced, metro_error *err)
+{
+    int rc = METRO_OK;
+    metro_state *st = &sim->st;
+    if (st->sweep >= s->next_check) {
+        if (!synced) rc = metro__sync(sim, err);
+        if (!rc) rc = check_energy(sim, &s->worst, err);
+        if (!rc) rc = metro_sim_checkpoint(sim, err);
+        s->last_ck = metro__now();
+        while (s->next_check <= st->sweep) s->next_check += s->check;
+    } else if (sim->checkpoint_minutes > 0 && metro__now() - s->last_ck >= 60 * sim->checkpoint_minutes) {
+        rc = metro_sim_checkpoint(sim, err);
+        s->last_ck = metro__now();
+    }
+    if (!rc) rc = stop_requested(sim, err);
+    return rc;
+}
+
+int metro_sim_run(metro_sim *sim, metro_error *err)
+{
+    metro_state *st = &sim->st;
+    interrupted = 0;
+    void (*old_int)(int) = signal(SIGINT, on_signal);
+    void (*old_term)(int) = signal(SIGTERM, on_signal);
+    double t0 = metro__now();
+    schedule sch = {0};
+    sch.check = sim->check_every ? sim->check_every : (sim->sweeps + sim->equilibration) / 10;
+    if (sch.check < 1) sch.check = 1;
+    sch.next_check = (st->sweep / sch.check + 1) * sch.check;
+    sch.last_ck = t0;
+    int rc = METRO_OK;
+    long long first = st->sweep, att0 = 0; /* resumed runs: rates count this invocation */
+    for (int r = 0; r < st->replicas; ++r) att0 += st->attempted[r];
+
+    /* equilibration, in chunks for progress, checks and checkpoints */
+    long chunk = 1;
+    long eq_done = st->sweep < sim->equilibration ? (long)st->sweep : sim->equilibration;
+    long prod_done = (long)st->sweep - eq_done;
+    st->measuring = eq_done == sim->equilibration;
+    for (long done = eq_done; done < sim->equilibration && !rc;) {
+        long k = chunk;
+        if (k > sim->equilibration - done) k = sim->equilibration - done;
+        if (k > sch.next_check - st->sweep) k = sch.next_check - st->sweep;
+        if (k < 1) k = 1;
+        double c0 = metro__now();
+        rc = metro_sim_advance(sim, k, err);
+        if (st->backend == METRO_BACKEND_CUDA) cudaStreamSynchronize((cudaStream_t)sim->stream);
+        done += k;
+        if (metro__now() - c0 < 0.2 && chunk < (1 << 20)) chunk *= 2;
+        progress(sim, "equilibration", done, sim->equilibration, t0, done == sim->equilibration);
+        if (!rc) rc = after_chunk(sim, &sch, 0, err);
+    }
+    if (!rc && sim->equilibration)
+        metro__log(sim, METRO_LOG_DEBUG, "equilibration: %ld sweeps done at %.1f s", sim->equilibration, metro__now() - t0);
+    /* production: advance to the next measurement, sync, measure */
+    long step = 0;
+    for (int i = 0; i < sim->nobs; ++i) step = step ? gcd(step, sim->obs[i].every) : sim->obs[i].every;
+    if (!step) step = sim->sweeps ? sim->sweeps : 1;
+    st->measuring = 1;
+    double p0 = metro__now();
+    for (long done = prod_done; done < sim->sweeps && !rc;) {
+        long k = step;
+        if (k > sim->sweeps - done) k = sim->sweeps - done;
+        rc = metro_sim_advance(sim, k, err);
+        done += k;
+        if (rc) break;
+        /* Observables measure from host copies, which costs a sync, unless
+         * on CUDA every one due can measure on the device. */
+        int due = 0, host = 0;
+        for (int i = 0; i < sim->nobs; ++i) {
+            const metro_observable_api *a = sim->obs[i].plugin->d->api;
+            int d = done % sim->obs[i].every == 0;
+            due |= d;
+            host |= d && (st->backend != METRO_BACKEND_CUDA || !a->measure_device);
+        }
+        int synced = host || st->sweep >= sch.next_check;
+        if (synced) rc = metro__sync(sim, err);
+        for (int i = 0; i < sim->nobs && !rc && due; ++i) {
+            metro_ctx *o = &sim->obs[i];
+            const metro_observable_api *a = o->plugin->d->api;
+            if (done % o->every) continue;
+            if (host ? a->measure(o->self, st) : a->measure_device(o->self, st))
+                rc = metro__plugin_failed(o, err, METRO_ERUN, "could not measure");
+        }
+        progress(sim, "production", done - prod_done, sim->sweeps - prod_done, p0, done == sim->sweeps);
+        if (!rc && done % (sim->sweeps / 10 > step ? sim->sweeps / 10 / step * step : step) == 0)
+            metro__log(sim, METRO_LOG_DEBUG, "production: %ld of %ld sweeps at %.1f s", done, sim->sweeps, metro__now() - t0);
+        if (!rc) rc = after_chunk(sim, &sch, synced, err);
+    }
+    double t_finish = metro__now();
+    if (!rc) rc = metro__sync(sim, err);
+    if (!rc) rc = check_energy(sim, &sch.worst, err);
+    if (!rc) rc = metro_sim_checkpoint(sim, err);
+    if (!rc && sim->smp_api->finish(sim->smp.self, st))
+        rc = metro__plugin_failed(&sim->smp, err, METRO_ERUN, "could not write its results");
+    for (int i = 0; i < sim->nobs && !rc; ++i) {
+        metro_ctx *o = &sim->obs[i];
+        if (((const metro_observable_api *)o->plugin->d->api)->finish(o->self, st))
+            rc = metro__plugin_failed(o, err, METRO_ERUN, "could not write its results");
+    }
+    /* the result files appear together, whole, or not at all */
+    if (!rc) rc = metro__outputs_commit(sim, err);
+    else metro__outputs_discard(sim);
+    if (!rc) metro__plots_run(sim);
+    if (!rc) metro__log(sim, METRO_LOG_DEBUG, "results written in %.1f s", metro__now() - t_finish);
+    signal(SIGINT, old_int);
+    signal(SIGTERM, old_term);
+    double wall = metro__now() - t0;
+    long long att = 0, acc = 0;
+    for (int r = 0; r < st->replicas; ++r) { att += st->attempted[r]; acc += st->accepted[r]; }
+    if (!rc) {
+        metro__log(sim, METRO_LOG_INFO, "done: %lld sweeps in %.3f s (%.4g sweeps/s, %.4g moves/s), acceptance %.4f, largest energy drift %.3g",
+                   st->sweep, wall, (st->sweep - first) / fmax(wall, 1e-9), (att - att0) / fmax(wall, 1e-9),
+                   att ? (double)acc / att : 0.0, sch.worst);
+    } else if (sim->log) { /* the program prints err itself */
+        fprintf(sim->log, "run stopped: %s", err->msg);
+        fflush(sim->log);
+    }
+    return rc;
+}

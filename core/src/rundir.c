@@ -1,0 +1,362 @@
+/* core/src/rundir.c — the run directory: where it is, its lock, the
+ * resolved config, and result files that appear whole or not at all.
+ *
+ * Nothing here runs before the whole run has been validated (sim.c): a
+ * refused config leaves no directory behind.  Every file metro writes
+ * whole goes through a temporary in the same folder that is synced and
+ * renamed over the old one (metro__write_atomic for files the core writes
+ * in one piece, metro__output_open/metro__outputs_commit for the plugins'
+ * result files), so a kill, a full disk or a file-size limit never leaves a
+ * truncated result that looks like one.
+ */
+#define _GNU_SOURCE
+#include "sim.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+#define LOCK_NAME ".lock"
+
+const char *metro__rundir_path(const metro_sim *sim, const metro_options *opt, char *buf, size_t n)
+{
+    const char *out = opt->output ? opt->output : metro__param_string(sim->run, "output");
+    if (out && (*out || opt->output)) return out;
+    const char *p = opt->config_path ? opt->config_path : "run";
+    const char *b = strrchr(p, '/');
+    b = b ? b + 1 : p;
+    size_t l = strcspn(b, ".");
+    snprintf(buf, n, "runs/%.*s", (int)l, b);
+    return buf;
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char path[4200];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return stat(path, &sb) == 0;
+}
+
+int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *err)
+{
+    char buf[1024];
+    const char *out = metro__rundir_path(sim, opt, buf, sizeof buf);
+    if (!*out) return METRO_OK;
+    struct stat sb;
+    if (opt->resume) {
+        if (!exists(out, "checkpoint.bin") && !exists(out, "checkpoint.bin.prev"))
+            return metro__fail(err, METRO_EUSAGE, "%s: no checkpoint.bin to resume from", out);
+        return METRO_OK;
+    }
+    if (stat(out, &sb) == 0) {
+        if (!S_ISDIR(sb.st_mode)) return metro__fail(err, METRO_EUSAGE, "%s: exists and is not a directory", out);
+        if (!opt->overwrite && exists(out, "config.ini"))
+            return metro__fail(err, METRO_EUSAGE,
+                               "%s: a run directory already exists there (choose another --output, or --overwrite)", out);
+    }
+    return METRO_OK;
+}
+
+/* An advisory lock (fcntl) on DIR/.lock, held as long as the process
+ * lives: the kernel drops it when the holder dies, even by kill -9, so a
+ * stale lock cannot block a resume. */
+static int take_lock(metro_sim *sim, const char *dir, metro_error *err)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" LOCK_NAME, dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return metro__fail(err, METRO_ERUN, "%s: cannot be created: %s", path, strerror(errno));
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_SETLK, &fl) != 0) {
+        struct flock who = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        long pid = fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK ? (long)who.l_pid : -1;
+        close(fd);
+        if (pid > 0)
+            return metro__fail(err, METRO_EUSAGE,
+                               "%s: in use by another metro process (PID %ld); wait for it to end or stop it first",
+                               dir, pid);
+        return metro__fail(err, METRO_EUSAGE, "%s: in use by another metro process (its lock %s is held)", dir, path);
+    }
+    char pid[32];
+    int l = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || write(fd, pid, (size_t)l) != l) { /* informative only */ }
+    sim->lock_fd = fd;
+    return METRO_OK;
+}
+
+/* Plain files of a run directory: with all=1 every one but the lock
+ * (--overwrite), else the temporaries a killed run left (*.tmp). */
+static void remove_files(const char *dir, int all)
+{
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[4200];
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (!strcmp(e->d_name, LOCK_NAME) || !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        if (!all && !(l > 4 && !strcmp(e->d_name + l - 4, ".tmp"))) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) unlink(path);
+    }
+    closedir(d);
+}
+
+static int sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+static void dir_of(const char *path, char *buf, size_t n)
+{
+    const char *s = strrchr(path, '/');
+    if (!s) snprintf(buf, n, ".");
+    else snprintf(buf, n, "%.*s", (int)(s - path), path);
+}
+
+int metro__write_atomic(const char *path, const void *data, size_t n, metro_error *err)
+{
+    char tmp[4300], dir[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return metro__fail(err, METRO_ERUN, "%s: cannot be written: %s", path, strerror(errno));
+    const char *p = data;
+    size_t left = n;
+    int e = 0;
+    while (left && !e) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) e = w < 0 ? errno : EIO;
+        else p += w, left -= (size_t)w;
+    }
+    if (!e && fsync(fd) != 0) e = errno;
+    if (close(fd) != 0 && !e) e = errno;
+    if (!e && rename(tmp, path) != 0) e = errno;
+    if (e) {
+        unlink(tmp);
+        return metro__fail(err, METRO_ERUN, "%s: cannot be written: %s (%zu bytes)", path, strerror(e), n);
+    }
+    dir_of(path, dir, sizeof dir);
+    sync_dir(dir);
+    return METRO_OK;
+}
+
+void metro__write_resolved(metro_sim *sim, FILE *f)
+{
+    time_t t = time(NULL);
+    char ts[64];
+    strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", localtime(&t));
+    fprintf(f, "; metro %s: the resolved configuration of this run (%s), every default written out.\n"
+               "; Re-run it as is: metro run config.ini --output OTHER_DIR\n\n",
+            METRO_VERSION_STRING, ts);
+    fprintf(f, "[run]\n");
+    metro__params_write(f, sim->run);
+    fprintf(f, "\n[system]\n");
+    metro__params_write(f, sim->system);
+    for (int i = 0; i < 2 + sim->nobs; ++i) {
+        metro_ctx *c = metro__ctx_at(sim, i);
+        fprintf(f, "\n[%s]\n; %s %s %s: %s\nplugin = %s\n", c->section, metro__kind_name(c->plugin->d->kind),
+                c->plugin->d->name, c->plugin->d->version, c->plugin->d->summary, c->plugin->d->name);
+        if (i >= 2) fprintf(f, "; measure every this many sweeps\nevery = %ld\n", c->every);
+        metro__params_write(f, c->params);
+    }
+}
+
+static int write_config(metro_sim *sim, metro_error *err)
+{
+    char *text = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&text, &n);
+    if (!f) return metro__fail(err, METRO_ERUN, "cannot write the resolved config: %s", strerror(errno));
+    metro__write_resolved(sim, f);
+    fclose(f);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.ini", sim->dir);
+    int rc = metro__write_atomic(path, text, n, err);
+    free(text);
+    return rc;
+}
+
+int metro__rundir_open(metro_sim *sim, const metro_options *opt, metro_error *err)
+{
+    char buf[1024];
+    const char *out = metro__rundir_path(sim, opt, buf, sizeof buf);
+    if (!*out) return METRO_OK; /* no run directory (tests) */
+    /* a file-size limit must be an error message (EFBIG), not a silent
+     * death by SIGXFSZ */
+    signal(SIGXFSZ, SIG_IGN);
+    if (!opt->resume && metro__mkdirs(out))
+        return metro__fail(err, METRO_EUSAGE, "%s: cannot create the run directory: %s", out, strerror(errno));
+    int rc = take_lock(sim, out, err);
+    if (rc) return rc;
+    sim->dir = metro__strdup(out);
+    if (!opt->resume && opt->overwrite) remove_files(out, 1);
+    remove_files(out, 0);
+    if ((!opt->resume || opt->nsets) && (rc = write_config(sim, err))) return rc;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/log.txt", out);
+    sim->log = fopen(path, opt->resume ? "a" : "w");
+    if (!sim->log) return metro__fail(err, METRO_ERUN, "%s: cannot be written: %s", path, strerror(errno));
+    metro__log_flush_early(sim);
+    return METRO_OK;
+}
+
+void metro__rundir_close(metro_sim *sim)
+{
+    metro__outputs_discard(sim);
+    if (sim->log) fclose(sim->log);
+    sim->log = NULL;
+    if (sim->lock_fd >= 0) close(sim->lock_fd);
+    sim->lock_fd = -1;
+}
+
+/* ---- result files ---------------------------------------------------------- */
+
+/* A plugin's result file is a stdio stream on a temporary file whose
+ * writes go through this cookie, so the core sees every write error even
+ * when the plugin does not check, and decides at the end whether the file
+ * is moved into place. */
+struct metro__output {
+    metro__output *next;
+    char *path, *tmp;
+    FILE *f;
+    int fd;
+    int error;     /* first errno of a write, fsync or close */
+    int closed;    /* the plugin closed it */
+};
+
+static ssize_t out_write(void *cookie, const char *buf, size_t n)
+{
+    metro__output *o = cookie;
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(o->fd, buf + done, n - done);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (!o->error) o->error = w < 0 ? errno : EIO;
+            return done ? (ssize_t)done : -1;
+        }
+        done += (size_t)w;
+    }
+    return (ssize_t)done;
+}
+
+static int out_close(void *cookie)
+{
+    metro__output *o = cookie;
+    if (fsync(o->fd) != 0 && !o->error) o->error = errno;
+    if (close(o->fd) != 0 && !o->error) o->error = errno;
+    o->fd = -1;
+    o->closed = 1;
+    return o->error ? -1 : 0;
+}
+
+FILE *metro__output_open(metro_ctx *ctx, const char *filename)
+{
+    metro_sim *sim = ctx->sim;
+    if (strchr(filename, '/') || filename[0] == '.' || !filename[0]) {
+        snprintf(ctx->err, sizeof ctx->err, "'%s' is not a plain file name", filename);
+        return NULL;
+    }
+    if (!sim->dir) return fopen("/dev/null", "w");
+    metro__output *o = metro__xcalloc(1, sizeof *o);
+    size_t l = strlen(sim->dir) + strlen(filename) + 8;
+    o->path = metro__xmalloc(l);
+    o->tmp = metro__xmalloc(l);
+    snprintf(o->path, l, "%s/%s", sim->dir, filename);
+    snprintf(o->tmp, l, "%s.tmp", o->path);
+    o->fd = open(o->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (o->fd < 0) {
+        snprintf(ctx->err, sizeof ctx->err, "%s: cannot be written: %s", o->path, strerror(errno));
+        free(o->path), free(o->tmp), free(o);
+        return NULL;
+    }
+    cookie_io_functions_t io = {.write = out_write, .close = out_close};
+    o->f = fopencookie(o, "w", io);
+    if (!o->f) {
+        snprintf(ctx->err, sizeof ctx->err, "%s: cannot be written: %s", o->path, strerror(errno));
+        close(o->fd), unlink(o->tmp);
+        free(o->path), free(o->tmp), free(o);
+        return NULL;
+    }
+    o->next = sim->outputs;
+    sim->outputs = o;
+    return o->f;
+}
+
+void metro__plot_request(metro_ctx *ctx, const char *script)
+{
+    metro_sim *sim = ctx->sim;
+    if (!sim->dir || strchr(script, '/') || strchr(script, '\'') || script[0] == '.') return;
+    sim->plots = metro__xrealloc(sim->plots, sizeof *sim->plots * (size_t)(sim->nplots + 1));
+    sim->plots[sim->nplots++] = metro__strdup(script);
+}
+
+void metro__plots_run(metro_sim *sim)
+{
+    int have = sim->nplots && system("command -v gnuplot >/dev/null 2>&1") == 0;
+    if (sim->nplots && !have)
+        metro__log(sim, METRO_LOG_WARN, "gnuplot is not on PATH: no plots (run the .gp scripts in %s later)", sim->dir);
+    for (int i = 0; i < sim->nplots; ++i) {
+        char cmd[4600];
+        snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot '%s' >>gnuplot.log 2>&1", sim->dir, sim->plots[i]);
+        if (have && system(cmd) != 0)
+            metro__log(sim, METRO_LOG_WARN, "gnuplot %s failed: see gnuplot.log in the run directory", sim->plots[i]);
+        free(sim->plots[i]);
+    }
+    free(sim->plots);
+    sim->plots = NULL;
+    sim->nplots = 0;
+}
+
+static void free_outputs(metro_sim *sim, int unlink_tmp)
+{
+    for (metro__output *o = sim->outputs, *next; o; o = next) {
+        next = o->next;
+        if (!o->closed) fclose(o->f);
+        if (unlink_tmp) unlink(o->tmp);
+        free(o->path), free(o->tmp), free(o);
+    }
+    sim->outputs = NULL;
+}
+
+int metro__outputs_commit(metro_sim *sim, metro_error *err)
+{
+    int rc = METRO_OK;
+    for (metro__output *o = sim->outputs; o; o = o->next) {
+        if (!o->closed) fclose(o->f); /* a plugin that forgot: its data still counts */
+        o->closed = 1;
+        if (o->error)
+            rc = metro__fail(err, METRO_ERUN, "%s: cannot be written: %s; the results of this run are not written "
+                                              "(earlier ones, if any, are kept)", o->path, strerror(o->error));
+    }
+    for (metro__output *o = sim->outputs; o && !rc; o = o->next)
+        if (rename(o->tmp, o->path) != 0)
+            rc = metro__fail(err, METRO_ERUN, "%s: cannot be written: %s", o->path, strerror(errno));
+    if (!rc && sim->dir) sync_dir(sim->dir);
+    free_outputs(sim, rc != METRO_OK);
+    return rc;
+}
+
+void metro__outputs_discard(metro_sim *sim)
+{
+    free_outputs(sim, 1);
+    for (int i = 0; i < sim->nplots; ++i) free(sim->plots[i]);
+    free(sim->plots);
+    sim->plots = NULL;
+    sim->nplots = 0;
+}
