@@ -1,6 +1,8 @@
 # The plugin SDK's build helper.  In this tree it is included by the top
-# CMakeLists.txt; an out-of-tree plugin includes it from the install
-# (share/metro/MetroPlugin.cmake) after find_package(CUDAToolkit).
+# CMakeLists.txt; an out-of-tree plugin gets it from the package:
+# find_package(metro CONFIG REQUIRED) includes it (cmake/metroConfig.cmake.in,
+# installed in <prefix>/lib/cmake/metro), having set METRO_INCLUDE_DIR and
+# METRO_PLUGIN_INSTALL_DIR.
 #
 #   metro_add_plugin(NAME
 #       SOURCES host.c ...        host code (C11)
@@ -19,9 +21,12 @@ if(NOT METRO_INCLUDE_DIR)
   if(EXISTS ${CMAKE_CURRENT_LIST_DIR}/../core/include/metro/plugin.h)
     set(METRO_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../core/include)   # source tree
   else()
-    set(METRO_INCLUDE_DIR ${CMAKE_CURRENT_LIST_DIR}/../../include)     # <prefix>/share/metro
+    message(FATAL_ERROR "MetroPlugin.cmake: no metro headers known; "
+      "use find_package(metro CONFIG REQUIRED) instead of including this file")
   endif()
 endif()
+# Out of tree the plugins land at the top of the build folder, so that
+# METRO_PLUGIN_PATH=<that folder> finds them.
 if(NOT METRO_PLUGIN_OUTPUT_DIR)
   set(METRO_PLUGIN_OUTPUT_DIR ${CMAKE_BINARY_DIR})
 endif()
@@ -58,7 +63,9 @@ function(metro_add_plugin name)
   set_target_properties(${name} PROPERTIES
     PREFIX "" OUTPUT_NAME ${name}
     LIBRARY_OUTPUT_DIRECTORY ${METRO_PLUGIN_OUTPUT_DIR}
-    C_VISIBILITY_PRESET hidden)
+    C_VISIBILITY_PRESET hidden
+    # installed, it still finds libcudart where the toolkit is not in ld.so.conf
+    INSTALL_RPATH_USE_LINK_PATH ON)
   target_include_directories(${name} PRIVATE ${METRO_INCLUDE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(${name} PRIVATE CUDA::cudart m ${P_LIBRARIES})
   if(P_DEVICE)
