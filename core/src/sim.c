@@ -199,11 +199,13 @@ static int estimate_memory(metro_sim *sim, int created_obs, double *host, double
         const void *const *fn = memory_fn(c);
         if (!fn || !*fn || !c->self) continue;
         size_t h = 0, d = 0;
+        sim->setup.every = i >= 2 ? c->every : 0;
         int (*mem)(void *, const metro_setup *, size_t *, size_t *) = (int (*)(void *, const metro_setup *, size_t *, size_t *))*fn;
         if (mem(c->self, &sim->setup, &h, &d)) return metro__plugin_failed(c, err, METRO_EUSAGE, "cannot size itself");
         *host += (double)h;
         *device += sim->setup.backend == METRO_BACKEND_CUDA ? (double)d : 0;
     }
+    sim->setup.every = 0;
     return METRO_OK;
 }
 
@@ -247,8 +249,10 @@ static int create_plugin(metro_sim *sim, metro_ctx *c, metro_error *err)
         bad = ((const metro_sampler_api *)api)->create(&metro__host_api, c, c->params, &sim->setup, &c->self);
         break;
     default:
+        sim->setup.every = c->every;
         bad = ((const metro_observable_api *)api)->create(&metro__host_api, c, c->params, &sim->setup, &c->self);
     }
+    sim->setup.every = 0;
     if (!bad) return METRO_OK;
     c->self = NULL;
     return metro__plugin_failed(c, err, METRO_EUSAGE, "refused its parameters");
@@ -297,6 +301,8 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     sim->smp_api = sim->smp.plugin->d->api;
     sim->setup.particles = (int)metro__param_int(sim->system, "particles");
     sim->setup.replicas = 1;
+    sim->setup.sweeps = sim->sweeps;
+    sim->setup.equilibration = sim->equilibration;
     sim->pot.host_rng = 1; /* initial configurations are drawn on the host: same on both backends */
     if ((rc = create_plugin(sim, &sim->pot, err)) || (rc = create_plugin(sim, &sim->smp, err))) goto fail;
     metro_state *st = &sim->st;

@@ -93,11 +93,6 @@ static void destroy(void *self)
     free(e);
 }
 
-static int cuda_check(energy *e, cudaError_t c, const char *what)
-{
-    return c == cudaSuccess ? 0 : e->host->fail(e->ctx, "%s: %s", what, cudaGetErrorString(c));
-}
-
 /* Append the samples still on the device to the host series.  Returns 0 or
  * -1 (failed). */
 static int flush(energy *e)
@@ -107,9 +102,9 @@ static int flush(energy *e)
     double *h = malloc(k * sizeof *h);
     if (!h) return e->host->fail(e->ctx, "out of memory");
     cudaStream_t s = (cudaStream_t)e->host->stream(e->ctx);
-    if (cuda_check(e, cudaMemcpyAsync(h, e->d_buf, k * sizeof *h, cudaMemcpyDeviceToHost, s),
+    if (e->host->cuda(e->ctx, cudaMemcpyAsync(h, e->d_buf, k * sizeof *h, cudaMemcpyDeviceToHost, s),
                    "download samples") ||
-        cuda_check(e, cudaStreamSynchronize(s), "sync")) {
+        e->host->cuda(e->ctx, cudaStreamSynchronize(s), "sync")) {
         free(h);
         return -1;
     }
@@ -131,8 +126,8 @@ static int measure_device(void *self, const metro_state *st)
         e->d_rows = DEVICE_BUFFER_DOUBLES / (size_t)e->slots;
         if (e->d_rows < 1) e->d_rows = 1;
         if (e->host->kernel(e->ctx, "energy_record", &e->k_record) ||
-            cuda_check(e, cudaMalloc((void **)&e->d_buf, e->d_rows * (size_t)e->slots * sizeof(double)),
-                       "cudaMalloc samples"))
+            e->host->cuda(e->ctx, cudaMalloc((void **)&e->d_buf, e->d_rows * (size_t)e->slots * sizeof(double)),
+                          "cudaMalloc of %zu bytes for samples", e->d_rows * (size_t)e->slots * sizeof(double)))
             return -1;
     }
     if (e->pending == e->d_rows && flush(e)) return -1;
@@ -140,7 +135,7 @@ static int measure_device(void *self, const metro_state *st)
     int slots = e->slots, threads = slots < 256 ? (slots + 31) / 32 * 32 : 256;
     void *args[] = {(void *)&st->d_energy, (void *)&st->d_slot_replica, &slots, &out};
     dim3 grid = {(unsigned)((slots + threads - 1) / threads), 1, 1}, block = {(unsigned)threads, 1, 1};
-    if (cuda_check(e, cudaLaunchKernel((const void *)e->k_record, grid, block, args, 0,
+    if (e->host->cuda(e->ctx, cudaLaunchKernel((const void *)e->k_record, grid, block, args, 0,
                                        (cudaStream_t)e->host->stream(e->ctx)),
                    "launch energy_record"))
         return -1;
@@ -275,6 +270,19 @@ oom:
                          (unsigned long long)n);
 }
 
+/* The whole series is kept (for the binning errors and the ACF): a double
+ * per slot and measurement, and the sweeps, with room to grow by
+ * doubling; on CUDA a buffer of pending rows. */
+static int memory(void *self, const metro_setup *setup, size_t *host, size_t *device)
+{
+    energy *e = self;
+    double m = (double)(setup->every > 0 ? setup->sweeps / setup->every : setup->sweeps) + 1;
+    double bytes = 2.0 * m * ((double)e->slots + 1) * sizeof(double);
+    *host = bytes > 1e18 ? (size_t)1e18 : (size_t)bytes;
+    *device = (size_t)e->slots * 1024 * sizeof(double);
+    return 0;
+}
+
 static const metro_observable_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -284,6 +292,7 @@ static const metro_observable_api api = {
     .save = save,
     .restore = restore,
     .measure_device = measure_device,
+    .memory = memory,
 };
 
 METRO_PLUGIN(observable, "energy", "1.0.0",

@@ -275,11 +275,14 @@ static int gpu_setup(pc *c)
     const size_t nh = (size_t)c->sys.species * c->sys.species * c->sys.bins;
     if (c->host->kernel(c->ctx, "pair_correlation_histogram", &c->kernel)) return -1;
     c->h_hist = malloc(nh * sizeof *c->h_hist);
-    if (!c->h_hist || cudaMalloc((void **)&c->d_central, (size_t)c->particles * sizeof(int)) != cudaSuccess ||
-        cudaMalloc((void **)&c->d_hist, nh * sizeof *c->d_hist) != cudaSuccess ||
-        cudaMalloc((void **)&c->d_psi, METRO_MAX_SPECIES * sizeof(double)) != cudaSuccess)
-        return c->host->fail(c->ctx, "pair_correlation: cannot allocate the GPU histogram (%s)",
-                             cudaGetErrorString(cudaGetLastError()));
+    if (!c->h_hist) return c->host->fail(c->ctx, "out of memory (%zu bytes for the histogram)", nh * sizeof *c->h_hist);
+    if (c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_central, (size_t)c->particles * sizeof(int)),
+                      "cudaMalloc of %zu bytes for the central particles", (size_t)c->particles * sizeof(int)) ||
+        c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_hist, nh * sizeof *c->d_hist),
+                      "cudaMalloc of %zu bytes for the histogram", nh * sizeof *c->d_hist) ||
+        c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_psi, METRO_MAX_SPECIES * sizeof(double)),
+                      "cudaMalloc of %zu bytes", METRO_MAX_SPECIES * sizeof(double)))
+        return -1;
     return 0;
 }
 
@@ -311,8 +314,7 @@ static int histogram_gpu(pc *c, const metro_float4 *d_pos, int nc, double *hist,
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(dpsi, c->d_psi, sizeof dpsi, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-    if (e != cudaSuccess)
-        return c->host->fail(c->ctx, "pair_correlation: GPU histogram failed: %s", cudaGetErrorString(e));
+    if (c->host->cuda(c->ctx, e, "the GPU histogram (%zu bins)", nh)) return -1;
     for (size_t i = 0; i < nh; i++) hist[i] += (double)c->h_hist[i];
     for (int a = 0; a < S; a++) psi[a] += dpsi[a];
     return 0;

@@ -141,11 +141,6 @@ static void thin(metro_series *s)
     s->n = j;
 }
 
-static int cuda_check(ps *self, cudaError_t c, const char *what)
-{
-    return c == cudaSuccess ? 0 : self->host->fail(self->ctx, "%s: %s", what, cudaGetErrorString(c));
-}
-
 /* Append the measurements still on the device to the series, in order.
  * Returns 0 or -1 (failed).  No CUDA call when nothing is pending. */
 static int flush(ps *self)
@@ -153,9 +148,9 @@ static int flush(ps *self)
     if (!self->pending) return 0;
     const size_t S = (size_t)self->slots, k = self->pending * 3 * S;
     cudaStream_t s = (cudaStream_t)self->host->stream(self->ctx);
-    if (cuda_check(self, cudaMemcpyAsync(self->h_buf, self->d_buf, k * sizeof(double), cudaMemcpyDeviceToHost, s),
+    if (self->host->cuda(self->ctx, cudaMemcpyAsync(self->h_buf, self->d_buf, k * sizeof(double), cudaMemcpyDeviceToHost, s),
                    "polymer_shape: download measurements") ||
-        cuda_check(self, cudaStreamSynchronize(s), "polymer_shape: measurements"))
+        self->host->cuda(self->ctx, cudaStreamSynchronize(s), "polymer_shape: measurements"))
         return -1;
     for (size_t j = 0; j < self->pending; ++j) {
         const double *row = self->h_buf + j * 3 * S;
@@ -199,7 +194,7 @@ static int measure_device(void *vself, const metro_state *st)
         size_t bytes = self->d_rows * 3 * (size_t)self->slots * sizeof(double);
         self->h_buf = malloc(bytes);
         if (!self->h_buf) return self->host->fail(self->ctx, "out of memory");
-        if (cuda_check(self, cudaMalloc((void **)&self->d_buf, bytes), "polymer_shape: cudaMalloc measurements"))
+        if (self->host->cuda(self->ctx, cudaMalloc((void **)&self->d_buf, bytes), "cudaMalloc of %zu bytes for measurements", bytes))
             return -1;
     }
     if (!self->said_device) {
@@ -216,7 +211,7 @@ static int measure_device(void *vself, const metro_state *st)
     void *args[] = {(void *)&st->d_pos, (void *)&st->d_energy, (void *)&st->d_slot_replica, &n, &slots, &out};
     unsigned threads = (unsigned)slots * 32u < RECORD_THREADS ? (unsigned)slots * 32u : RECORD_THREADS;
     dim3 grid = {(unsigned)(((size_t)slots * 32 + threads - 1) / threads), 1, 1}, block = {threads, 1, 1};
-    if (cuda_check(self, cudaLaunchKernel((const void *)self->k_record, grid, block, args, 0,
+    if (self->host->cuda(self->ctx, cudaLaunchKernel((const void *)self->k_record, grid, block, args, 0,
                                           (cudaStream_t)self->host->stream(self->ctx)),
                    "polymer_shape: launch polymer_shape_record"))
         return -1;
@@ -516,8 +511,21 @@ static int restore(void *vself, const void *data, size_t size)
     return 0;
 }
 
+/* Three series per slot, kept whole up to max_memory_mb and thinned past
+ * it, and the device buffer of pending measurements (at most about 8 MB). */
+static int memory(void *vself, const metro_setup *setup, size_t *host, size_t *device)
+{
+    ps *self = vself;
+    double m = (double)(setup->every > 0 ? setup->sweeps / setup->every : setup->sweeps) + 1;
+    double bytes = 3.0 * m * (double)self->slots * sizeof(double);
+    double cap = 3.0 * (double)self->cap * (double)self->slots * sizeof(double);
+    *host = (size_t)(bytes < cap ? bytes : cap) + (8u << 20);
+    *device = 8u << 20;
+    return 0;
+}
+
 static const metro_observable_api api = {METRO_ABI_VERSION, create,  destroy, measure,
-                                         finish,            save,    restore, measure_device};
+                                         finish,            save,    restore, measure_device, memory};
 
 METRO_PLUGIN(observable, "polymer_shape", "1.0.0",
              "per temperature: energy, C_V/N, r_gyr^2 and its fluctuation, R_ee^2; multiple-histogram curve; plots",

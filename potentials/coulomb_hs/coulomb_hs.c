@@ -437,6 +437,15 @@ static double total(void *self, const metro_float4 *pos, int n)
     return s;
 }
 
+/* The placement grid: at most about 8N cells and a link per particle. */
+static int memory(void *self, const metro_setup *setup, size_t *host, size_t *device)
+{
+    (void)self;
+    *host = 9 * (size_t)setup->particles * sizeof(int);
+    *device = 0;
+    return 0;
+}
+
 static const metro_potential_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -445,6 +454,7 @@ static const metro_potential_api api = {
     .initial = initial,
     .delta = delta,
     .total = total,
+    .memory = memory,
 };
 
 METRO_PLUGIN(potential, "coulomb_hs", "1.0.0",

@@ -109,12 +109,6 @@ static const metro_param_decl params[] = {
      "particles that try a move per cycle, from index 0 (0: all); partial cycles are for timing, CPU only"},
     METRO_PARAM_END};
 
-static int cuda_ok(brush *b, cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) return 0;
-    return b->host->fail(b->ctx, "%s: %s", what, cudaGetErrorString(e));
-}
-
 static int pow2(long x)
 {
     return x > 0 && (x & (x - 1)) == 0;
@@ -221,8 +215,8 @@ static int configure(brush *b)
 {
     const metro_host_api *h = b->host;
     int dev = 0, sms = 0;
-    if (cuda_ok(b, cudaGetDevice(&dev), "CUDA device") ||
-        cuda_ok(b, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "CUDA device"))
+    if (b->host->cuda(b->ctx, cudaGetDevice(&dev), "CUDA device") ||
+        b->host->cuda(b->ctx, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "CUDA device"))
         return -1;
     /* Auto layout (bench/NOTES_brush.md, "layout sweep"): the chain of
      * groups costs about N S (each group's decisions grow as S^2), the
@@ -268,11 +262,11 @@ static int configure(brush *b)
         const int pre = pass == 0 && b->group_size <= 256 ? b->group_size / 32 : 0;
         const size_t smem = brush_smem_bytes(T, b->group_size, b->tile, pre);
         if (smem > 48 * 1024 &&
-            cuda_ok(b, cudaFuncSetAttribute((const void *)b->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+            b->host->cuda(b->ctx, cudaFuncSetAttribute((const void *)b->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                     "brush: asking for shared memory"))
             return -1;
         int n = 0;
-        if (cuda_ok(b, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void *)b->kernel, T, smem),
+        if (b->host->cuda(b->ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void *)b->kernel, T, smem),
                     "brush: occupancy"))
             return -1;
         if (pass == 0 || n > per_sm) {
@@ -285,7 +279,7 @@ static int configure(brush *b)
     if (per_sm < 1)
         return h->fail(b->ctx, "brush: a block of %d threads with %zu bytes of shared memory does not fit on this GPU",
                        T, b->smem);
-    if (cuda_ok(b, cudaFuncSetAttribute((const void *)b->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b->smem),
+    if (b->host->cuda(b->ctx, cudaFuncSetAttribute((const void *)b->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b->smem),
                 "brush: asking for shared memory"))
         return -1;
     /* cycles per launch: as many as 64 MB of uniforms hold (one with the
@@ -329,16 +323,16 @@ static int start_cuda(brush *b)
     if (configure(b)) return -1;
     const int K = b->per_launch;
     const size_t kg = (size_t)K * b->groups;
-    if (cuda_ok(b, cudaMalloc((void **)&b->d_rnd, (size_t)K * n * sizeof(metro_float4)), "brush: allocating uniforms") ||
-        cuda_ok(b, cudaMalloc((void **)&b->d_ticket, sizeof(unsigned)), "brush: allocating") ||
-        cuda_ok(b, cudaMalloc((void **)&b->d_flags, flag_bytes(b)), "brush: allocating") ||
-        cuda_ok(b, cudaMalloc((void **)&b->d_done, done_bytes(b)), "brush: allocating") ||
-        cuda_ok(b, cudaMalloc((void **)&b->d_group_de, kg * sizeof(double)), "brush: allocating") ||
-        cuda_ok(b, cudaMalloc((void **)&b->d_group_acc, kg * sizeof(int)), "brush: allocating") ||
-        cuda_ok(b, cudaMalloc((void **)&b->d_cycle_acc, BRUSH_SLOTS * sizeof(long long)), "brush: allocating") ||
-        cuda_ok(b, cudaMemset(b->d_ticket, 0, sizeof(unsigned)), "brush: clearing") ||
-        cuda_ok(b, cudaMemset(b->d_flags, 0, flag_bytes(b)), "brush: clearing") ||
-        cuda_ok(b, cudaMemset(b->d_done, 0, done_bytes(b)), "brush: clearing"))
+    if (b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_rnd, (size_t)K * n * sizeof(metro_float4)), "cudaMalloc of %zu bytes for uniforms", (size_t)K * n * sizeof(metro_float4)) ||
+        b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_ticket, sizeof(unsigned)), "brush: allocating") ||
+        b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_flags, flag_bytes(b)), "brush: allocating") ||
+        b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_done, done_bytes(b)), "brush: allocating") ||
+        b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_group_de, kg * sizeof(double)), "brush: allocating") ||
+        b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_group_acc, kg * sizeof(int)), "brush: allocating") ||
+        b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_cycle_acc, BRUSH_SLOTS * sizeof(long long)), "brush: allocating") ||
+        b->host->cuda(b->ctx, cudaMemset(b->d_ticket, 0, sizeof(unsigned)), "brush: clearing") ||
+        b->host->cuda(b->ctx, cudaMemset(b->d_flags, 0, flag_bytes(b)), "brush: clearing") ||
+        b->host->cuda(b->ctx, cudaMemset(b->d_done, 0, done_bytes(b)), "brush: clearing"))
         return -1;
     b->epoch = 0;
     b->slot = 0;
@@ -346,8 +340,8 @@ static int start_cuda(brush *b)
         size_t bytes = (size_t)b->groups * BRUSH_TRACE_SLOTS * sizeof(unsigned long long);
         b->h_trace = malloc(bytes);
         if (!b->h_trace) return b->host->fail(b->ctx, "brush: out of memory for the trace");
-        if (cuda_ok(b, cudaMalloc((void **)&b->d_trace, bytes), "brush: allocating the trace") ||
-            cuda_ok(b, cudaMemset(b->d_trace, 0, bytes), "brush: clearing the trace"))
+        if (b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_trace, bytes), "cudaMalloc of %zu bytes for the trace", bytes) ||
+            b->host->cuda(b->ctx, cudaMemset(b->d_trace, 0, bytes), "brush: clearing the trace"))
             return -1;
     }
     return 0;
@@ -374,8 +368,8 @@ static int trace_report(brush *b, cudaStream_t s)
 {
     const int G = b->groups;
     const size_t bytes = (size_t)G * BRUSH_TRACE_SLOTS * sizeof(unsigned long long);
-    if (cuda_ok(b, cudaStreamSynchronize(s), "brush: cycle kernel") ||
-        cuda_ok(b, cudaMemcpy(b->h_trace, b->d_trace, bytes, cudaMemcpyDeviceToHost), "brush: copying the trace"))
+    if (b->host->cuda(b->ctx, cudaStreamSynchronize(s), "brush: cycle kernel") ||
+        b->host->cuda(b->ctx, cudaMemcpy(b->h_trace, b->d_trace, bytes, cudaMemcpyDeviceToHost), "brush: copying the trace"))
         return -1;
     const unsigned long long *T = b->h_trace;
 #define TR(g, k) ((long long)T[(size_t)(g) * BRUSH_TRACE_SLOTS + (k)])
@@ -493,10 +487,10 @@ static int advance_cpu(brush *b, metro_state *st, long sweeps)
 static int flush_cuda(brush *b)
 {
     cudaStream_t s = (cudaStream_t)b->host->stream(b->ctx);
-    if (cuda_ok(b, cudaStreamSynchronize(s), "brush: cycle kernel")) return -1;
+    if (b->host->cuda(b->ctx, cudaStreamSynchronize(s), "brush: cycle kernel")) return -1;
     if (!b->slot) return 0;
     long long buf[BRUSH_SLOTS];
-    if (cuda_ok(b, cudaMemcpy(buf, b->d_cycle_acc, (size_t)b->slot * sizeof(long long), cudaMemcpyDeviceToHost),
+    if (b->host->cuda(b->ctx, cudaMemcpy(buf, b->d_cycle_acc, (size_t)b->slot * sizeof(long long), cudaMemcpyDeviceToHost),
                 "brush: copying acceptance counts"))
         return -1;
     for (int i = 0; i < b->slot; ++i) {
@@ -523,7 +517,7 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
         for (long k = 0; k < K; ++k) { /* one cycle's uniforms at a time: the stream as one launch per cycle */
             float *dst = (float *)(b->d_rnd + k * b->n);
             if (b->pool_n - b->pool_pos >= per) { /* left by a CPU checkpoint */
-                if (cuda_ok(b, cudaMemcpy(dst, b->pool + b->pool_pos, per * sizeof(float), cudaMemcpyHostToDevice),
+                if (b->host->cuda(b->ctx, cudaMemcpy(dst, b->pool + b->pool_pos, per * sizeof(float), cudaMemcpyHostToDevice),
                             "brush: uploading uniforms"))
                     return -1;
                 b->pool_pos += per;
@@ -532,8 +526,8 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
             }
         }
         if (b->epoch > 0x7fffffffu - (unsigned)K) { /* 2^31 cycles: start the flags afresh */
-            if (cuda_ok(b, cudaMemsetAsync(b->d_flags, 0, flag_bytes(b), s), "brush: clearing") ||
-                cuda_ok(b, cudaMemsetAsync(b->d_done, 0, done_bytes(b), s), "brush: clearing"))
+            if (b->host->cuda(b->ctx, cudaMemsetAsync(b->d_flags, 0, flag_bytes(b), s), "brush: clearing") ||
+                b->host->cuda(b->ctx, cudaMemsetAsync(b->d_done, 0, done_bytes(b), s), "brush: clearing"))
                 return -1;
             b->epoch = 0;
         }
@@ -564,7 +558,7 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
         L.trace = b->d_trace;
         void *args[1] = {&L};
         dim3 grid = {(unsigned)(K * b->groups), 1, 1}, block = {(unsigned)b->threads, 1, 1};
-        if (cuda_ok(b, cudaLaunchKernel((const void *)b->kernel, grid, block, args, b->smem, s), "brush: launching"))
+        if (b->host->cuda(b->ctx, cudaLaunchKernel((const void *)b->kernel, grid, block, args, b->smem, s), "brush: launching"))
             return -1;
         b->epoch += (unsigned)K;
         b->slot += (int)K;
@@ -587,9 +581,9 @@ static int sync_state(void *self, metro_state *st)
     brush *b = self;
     if (st->backend != METRO_BACKEND_CUDA) return 0;
     if (flush_cuda(b)) return -1;
-    return cuda_ok(b, cudaMemcpy(st->pos, st->d_pos, (size_t)b->n * sizeof(metro_float4), cudaMemcpyDeviceToHost),
+    return b->host->cuda(b->ctx, cudaMemcpy(st->pos, st->d_pos, (size_t)b->n * sizeof(metro_float4), cudaMemcpyDeviceToHost),
                    "brush: copying positions") ||
-           cuda_ok(b, cudaMemcpy(st->energy, st->d_energy, sizeof(double), cudaMemcpyDeviceToHost),
+           b->host->cuda(b->ctx, cudaMemcpy(st->energy, st->d_energy, sizeof(double), cudaMemcpyDeviceToHost),
                    "brush: copying the energy");
 }
 
@@ -659,6 +653,18 @@ static int restore(void *self, const void *data, size_t size)
     return 0;
 }
 
+/* Uniforms: one float4 per particle and cycle, on the device for the
+ * cycles of one launch (at most 64; auto picks at most 8 at sizes where
+ * memory matters), and a cycle's worth drawn ahead on the host. */
+static int memory(void *self, const metro_setup *setup, size_t *host, size_t *device)
+{
+    brush *b = self;
+    size_t n = (size_t)setup->particles, K = b->per_launch_param > 0 ? (size_t)b->per_launch_param : 8;
+    *host = 2 * n * sizeof(metro_float4);
+    *device = K * n * sizeof(metro_float4) + (n / 64 + 1) * 64;
+    return 0;
+}
+
 static const metro_sampler_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -669,6 +675,7 @@ static const metro_sampler_api api = {
     .finish = finish,
     .save = save,
     .restore = restore,
+    .memory = memory,
 };
 
 METRO_PLUGIN(sampler, "brush", "1.0.0",

@@ -113,12 +113,6 @@ static const metro_param_decl params[] = {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-static int cuda_check(metropolis *m, cudaError_t e, const char *what)
-{
-    if (e == cudaSuccess) return 0;
-    return m->host->fail(m->ctx, "%s: %s", what, cudaGetErrorString(e));
-}
-
 /* Room for `floats` values in the pool; returns 0 or -1 (failed). */
 static int reserve_pool(metropolis *m, size_t floats)
 {
@@ -157,20 +151,20 @@ static int device_uniforms(metropolis *m, size_t k)
     if (k > m->ucap) {
         /* the run's stream does not block with the legacy one: wait for the
          * kernels that still read the old buffer before freeing it */
-        if (m->u && cuda_check(m, cudaStreamSynchronize(stream), "sync")) return -1;
+        if (m->u && m->host->cuda(m->ctx, cudaStreamSynchronize(stream), "sync")) return -1;
         if (m->u) cudaFree(m->u);
         m->u = NULL;
         m->ucap = 0;
-        if (cuda_check(m, cudaMalloc((void **)&m->u, k * sizeof(float)), "cudaMalloc uniforms"))
+        if (m->host->cuda(m->ctx, cudaMalloc((void **)&m->u, k * sizeof(float)), "cudaMalloc of %zu bytes for uniforms", k * sizeof(float)))
             return -1;
         m->ucap = k;
     }
     size_t rest = m->pool_n - m->pool_pos, r = rest < k ? rest : k;
     if (r) {
-        if (cuda_check(m, cudaMemcpyAsync(m->u, m->pool + m->pool_pos, r * sizeof(float),
+        if (m->host->cuda(m->ctx, cudaMemcpyAsync(m->u, m->pool + m->pool_pos, r * sizeof(float),
                                           cudaMemcpyHostToDevice, stream),
                        "upload restored uniforms") ||
-            cuda_check(m, cudaStreamSynchronize(stream), "sync"))
+            m->host->cuda(m->ctx, cudaStreamSynchronize(stream), "sync"))
             return -1;
         m->pool_pos += r;
     }
@@ -244,13 +238,13 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
         if (m->host->kernel(m->ctx, "metropolis_partial", &m->k_partial) ||
             m->host->kernel(m->ctx, "metropolis_decide", &m->k_decide))
             return -1;
-        if (cuda_check(m, cudaMalloc((void **)&m->d_partial, RED_MAX_BLOCKS * sizeof(double)),
+        if (m->host->cuda(m->ctx, cudaMalloc((void **)&m->d_partial, RED_MAX_BLOCKS * sizeof(double)),
                        "cudaMalloc partials"))
             return -1;
     }
     long long c[2] = {st->attempted[0], st->accepted[0]};
-    if (cuda_check(m, cudaMalloc((void **)&m->d_counters, sizeof c), "cudaMalloc counters") ||
-        cuda_check(m, cudaMemcpy(m->d_counters, c, sizeof c, cudaMemcpyHostToDevice),
+    if (m->host->cuda(m->ctx, cudaMalloc((void **)&m->d_counters, sizeof c), "cudaMalloc counters") ||
+        m->host->cuda(m->ctx, cudaMemcpy(m->d_counters, c, sizeof c, cudaMemcpyHostToDevice),
                    "upload counters"))
         return -1;
     return 0;
@@ -299,7 +293,7 @@ static int cuda_sweeps(metropolis *m, long sweeps)
         void *args[] = {&st->d_pos, &st->d_energy, &m->d_counters, &m->u, &n, &sweeps, &ro,
                         &step, &beta, &chain, &use_smem};
         dim3 grid = {1, 1, 1}, block = {(unsigned)threads, 1, 1};
-        return cuda_check(m, cudaLaunchKernel((const void *)m->k_block, grid, block, args, smem, stream),
+        return m->host->cuda(m->ctx, cudaLaunchKernel((const void *)m->k_block, grid, block, args, smem, stream),
                           "launch metropolis_block");
     }
     int nb = (n + RED_THREADS - 1) / RED_THREADS;
@@ -312,9 +306,9 @@ static int cuda_sweeps(metropolis *m, long sweeps)
             void *pa[] = {&st->d_pos, &q, &t, &n, &ro, &step, &chain, &m->d_partial};
             void *da[] = {&st->d_pos, &st->d_energy, &m->d_counters, &q, &t, &n, &ro,
                           &step, &beta, &m->d_partial, &nb};
-            if (cuda_check(m, cudaLaunchKernel((const void *)m->k_partial, grid, block, pa, 0, stream),
+            if (m->host->cuda(m->ctx, cudaLaunchKernel((const void *)m->k_partial, grid, block, pa, 0, stream),
                            "launch metropolis_partial") ||
-                cuda_check(m, cudaLaunchKernel((const void *)m->k_decide, one, warp, da, 0, stream),
+                m->host->cuda(m->ctx, cudaLaunchKernel((const void *)m->k_decide, one, warp, da, 0, stream),
                            "launch metropolis_decide"))
                 return -1;
         }
@@ -386,9 +380,9 @@ static int fetch_counters(metropolis *m)
     if (!m->st || m->st->backend != METRO_BACKEND_CUDA) return 0;
     long long c[2];
     cudaStream_t stream = (cudaStream_t)m->host->stream(m->ctx);
-    if (cuda_check(m, cudaMemcpyAsync(c, m->d_counters, sizeof c, cudaMemcpyDeviceToHost, stream),
+    if (m->host->cuda(m->ctx, cudaMemcpyAsync(c, m->d_counters, sizeof c, cudaMemcpyDeviceToHost, stream),
                    "download counters") ||
-        cuda_check(m, cudaStreamSynchronize(stream), "sync"))
+        m->host->cuda(m->ctx, cudaStreamSynchronize(stream), "sync"))
         return -1;
     m->st->attempted[0] = c[0];
     m->st->accepted[0] = c[1];
@@ -400,9 +394,9 @@ static int sync_state(void *self, metro_state *st)
     metropolis *m = self;
     if (st->backend != METRO_BACKEND_CUDA) return 0;
     cudaStream_t stream = (cudaStream_t)m->host->stream(m->ctx);
-    if (cuda_check(m, cudaMemcpyAsync(st->pos, st->d_pos, (size_t)m->n * sizeof(metro_float4),
+    if (m->host->cuda(m->ctx, cudaMemcpyAsync(st->pos, st->d_pos, (size_t)m->n * sizeof(metro_float4),
                                       cudaMemcpyDeviceToHost, stream), "download positions") ||
-        cuda_check(m, cudaMemcpyAsync(st->energy, st->d_energy, sizeof(double),
+        m->host->cuda(m->ctx, cudaMemcpyAsync(st->energy, st->d_energy, sizeof(double),
                                       cudaMemcpyDeviceToHost, stream), "download energy"))
         return -1;
     return fetch_counters(m); /* synchronises the stream */
@@ -466,10 +460,20 @@ static int restore(void *self, const void *data, size_t size)
     long long c[2] = {m->saved.attempted, m->saved.accepted};
     if (m->st->backend == METRO_BACKEND_CUDA && m->d_counters) {
         cudaStream_t stream = (cudaStream_t)m->host->stream(m->ctx);
-        return cuda_check(m, cudaMemcpyAsync(m->d_counters, c, sizeof c, cudaMemcpyHostToDevice,
+        return m->host->cuda(m->ctx, cudaMemcpyAsync(m->d_counters, c, sizeof c, cudaMemcpyHostToDevice,
                                              stream), "upload counters") ||
-               cuda_check(m, cudaStreamSynchronize(stream), "sync");
+               m->host->cuda(m->ctx, cudaStreamSynchronize(stream), "sync");
     }
+    return 0;
+}
+
+/* The uniforms of a chunk of sweeps (4 per move) on the host and, on CUDA,
+ * on the device: a few sweeps' worth at most. */
+static int memory(void *self, const metro_setup *setup, size_t *host, size_t *device)
+{
+    size_t per_sweep = 4 * (size_t)setup->particles * sizeof(float);
+    *host = 4 * per_sweep + (1u << 20);
+    *device = 4 * per_sweep + (1u << 16);
     return 0;
 }
 
@@ -483,6 +487,7 @@ static const metro_sampler_api api = {
     .finish = finish,
     .save = save,
     .restore = restore,
+    .memory = memory,
 };
 
 METRO_PLUGIN(sampler, "metropolis", "1.0.0",

@@ -114,10 +114,10 @@ typedef struct pt {
     size_t restored_size;
 } pt;
 
-#define PT_CUDA(call, what)                                                                      \
-    do {                                                                                         \
-        cudaError_t e_ = (call);                                                                 \
-        if (e_ != cudaSuccess) return self->host->fail(self->ctx, "CUDA: %s: %s", what, cudaGetErrorString(e_)); \
+/* Through the core's one CUDA error path (host->cuda). */
+#define PT_CUDA(call, ...)                                                       \
+    do {                                                                         \
+        if (self->host->cuda(self->ctx, (int)(call), __VA_ARGS__)) return -1;   \
     } while (0)
 
 /* ---- the ladder --------------------------------------------------------- */
@@ -286,15 +286,15 @@ static int start_cuda(pt *self, metro_state *st)
     if (host->kernel(self->ctx, "parallel_tempering_exchange", &self->k_exchange)) return -1;
 
     size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
-    PT_CUDA(cudaMalloc((void **)&self->d_beta, R * sizeof(double)), "allocating");
-    PT_CUDA(cudaMalloc((void **)&self->d_step, R * sizeof(float)), "allocating");
-    PT_CUDA(cudaMalloc((void **)&self->d_slot_replica, R * sizeof(int)), "allocating");
-    PT_CUDA(cudaMalloc((void **)&self->d_replica_slot, R * sizeof(int)), "allocating");
-    PT_CUDA(cudaMalloc((void **)&self->d_trip_state, R * sizeof(int)), "allocating");
-    PT_CUDA(cudaMalloc((void **)&self->d_trips, R * sizeof(long long)), "allocating");
-    PT_CUDA(cudaMalloc((void **)&self->d_acc, R * sizeof(unsigned long long)), "allocating");
-    PT_CUDA(cudaMalloc((void **)&self->d_xacc, P * sizeof(unsigned long long)), "allocating");
-    PT_CUDA(cudaMalloc((void **)&self->d_xatt, P * sizeof(unsigned long long)), "allocating");
+    PT_CUDA(cudaMalloc((void **)&self->d_beta, R * sizeof(double)), "cudaMalloc of %zu bytes for beta", (size_t)(R * sizeof(double)));
+    PT_CUDA(cudaMalloc((void **)&self->d_step, R * sizeof(float)), "cudaMalloc of %zu bytes for step", (size_t)(R * sizeof(float)));
+    PT_CUDA(cudaMalloc((void **)&self->d_slot_replica, R * sizeof(int)), "cudaMalloc of %zu bytes for slot_replica", (size_t)(R * sizeof(int)));
+    PT_CUDA(cudaMalloc((void **)&self->d_replica_slot, R * sizeof(int)), "cudaMalloc of %zu bytes for replica_slot", (size_t)(R * sizeof(int)));
+    PT_CUDA(cudaMalloc((void **)&self->d_trip_state, R * sizeof(int)), "cudaMalloc of %zu bytes for trip_state", (size_t)(R * sizeof(int)));
+    PT_CUDA(cudaMalloc((void **)&self->d_trips, R * sizeof(long long)), "cudaMalloc of %zu bytes for trips", (size_t)(R * sizeof(long long)));
+    PT_CUDA(cudaMalloc((void **)&self->d_acc, R * sizeof(unsigned long long)), "cudaMalloc of %zu bytes for acc", (size_t)(R * sizeof(unsigned long long)));
+    PT_CUDA(cudaMalloc((void **)&self->d_xacc, P * sizeof(unsigned long long)), "cudaMalloc of %zu bytes for xacc", (size_t)(P * sizeof(unsigned long long)));
+    PT_CUDA(cudaMalloc((void **)&self->d_xatt, P * sizeof(unsigned long long)), "cudaMalloc of %zu bytes for xatt", (size_t)(P * sizeof(unsigned long long)));
     host->log(self->ctx, METRO_LOG_INFO, "CUDA: %d lanes per replica%s, %d replicas per block, chains in %s memory", G,
               self->lanes ? "" : " (auto)", rpb, shared ? "shared" : "global");
     return 0;
@@ -639,8 +639,20 @@ static int finish(void *vself, metro_state *st)
     return 0;
 }
 
+/* Per replica: slot maps, step, round-trip state and counters (about 40
+ * bytes) on the host and the device, and per ladder pair the exchange
+ * counters. */
+static int memory(void *self, const metro_setup *setup, size_t *host, size_t *device)
+{
+    (void)self;
+    size_t R = (size_t)setup->replicas;
+    *host = R * 48 + R * 16;
+    *device = R * 56;
+    return 0;
+}
+
 static const metro_sampler_api api = {
-    METRO_ABI_VERSION, create, destroy, start, advance, sync_state, finish, save, restore,
+    METRO_ABI_VERSION, create, destroy, start, advance, sync_state, finish, save, restore, memory,
 };
 
 METRO_PLUGIN(sampler, "parallel_tempering", "1.0.0",

@@ -169,6 +169,11 @@ typedef struct metro_setup {
     metro_species species_table[METRO_MAX_SPECIES];
     double cell_radius;      /* spherical confinement; 0 = open space */
     double bjerrum;          /* Bjerrum length (Coulomb potentials), else 0 */
+    /* ---- ABI version 2 ---- */
+    long long sweeps;        /* production sweeps of the run ([run] sweeps) */
+    long long equilibration; /* [run] equilibration */
+    long every;              /* for an observable's create() and memory(): its
+                                own measuring interval; 0 otherwise */
 } metro_setup;
 
 /* The live state, owned by the core.  Replica r's particles are
