@@ -221,8 +221,12 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
             rc = metro__plugin_failed(o, err, METRO_ERUN, "could not write its results");
     }
     /* the result files appear together, whole, or not at all */
-    if (!rc) rc = metro__outputs_commit(sim, err);
-    else metro__outputs_discard(sim);
+    if (!rc) {
+        rc = metro__outputs_commit(sim, err);
+    } else {
+        metro__outputs_report(sim, err);
+        metro__outputs_discard(sim);
+    }
     if (!rc) metro__plots_run(sim);
     if (!rc) metro__log(sim, METRO_LOG_DEBUG, "results written in %.1f s", metro__now() - t_finish);
     signal(SIGINT, old_int);

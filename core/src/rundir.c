@@ -352,6 +352,15 @@ int metro__outputs_commit(metro_sim *sim, metro_error *err)
     return rc;
 }
 
+void metro__outputs_report(metro_sim *sim, metro_error *err)
+{
+    for (metro__output *o = sim->outputs; o; o = o->next) {
+        if (!o->closed) fclose(o->f);
+        o->closed = 1;
+        if (o->error) metro__fail(err, METRO_ERUN, "%s: cannot be written: %s", o->path, strerror(o->error));
+    }
+}
+
 void metro__outputs_discard(metro_sim *sim)
 {
     free_outputs(sim, 1);

@@ -127,6 +127,9 @@ int metro__outputs_commit(metro_sim *sim, metro_error *err);
 /* host->plot, and running the scripts after the commit. */
 void metro__plot_request(metro_ctx *ctx, const char *script);
 void metro__plots_run(metro_sim *sim);
+/* After a plugin failed to write: add each result file's own error
+ * (the errno the core saw), then discard them all. */
+void metro__outputs_report(metro_sim *sim, metro_error *err);
 void metro__outputs_discard(metro_sim *sim);
 
 /* ---- checkpoint.c ---- */

@@ -1,0 +1,394 @@
+/* test_rundir — runs that lose nothing (issue 9): one case per way a run
+ * directory used to be damaged or mixed up.
+ *
+ *  1. a refused `resume --set` leaves config.ini as it was
+ *  2. a checkpoint of another chain is refused, naming the keys; a second
+ *     process on a run directory is refused with the holder's PID
+ *  3. sizes that cannot fit are refused up front, before anything exists
+ *  4. a refused run writes nothing; a write error (file-size limit) leaves
+ *     no truncated result and says so; stale temporaries are removed
+ *  5. sweeps + equilibration cannot overflow
+ *  6. a plugin's cross-parameter refusal names FILE:LINE; `every` beyond
+ *     `sweeps` is refused; checkpoints come by wall time too, and a run
+ *     killed between two of them resumes to the same bytes
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static const char *chain_ini =
+    "[run]\nseed = %d\nsweeps = %d\nequilibration = 100\ncheck_every = %d\n%s\n"
+    "[system]\nparticles = 8\n\n[potential]\nplugin = lj_fene\n\n"
+    "[sampler]\nplugin = metropolis\ntemperature = %g\n\n"
+    "[observable energy]\nplugin = energy\nevery = 2\n";
+
+static char dir[64];
+
+static void fresh_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/metro-rundir-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void cleanup(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static void write_file(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void write_file(const char *name, const char *fmt, ...)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+}
+
+static int exists(const char *rel)
+{
+    char path[512];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    return stat(path, &sb) == 0;
+}
+
+/* Run metro with args (printf-style, %s of dir allowed); stderr in *e. */
+static int cli(char **e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int cli(char **e, const char *fmt, ...)
+{
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *err = NULL;
+    int rc = metro_test_cli(args, NULL, &err);
+    if (e) *e = err;
+    else free(err);
+    return rc;
+}
+
+static void chain_run(const char *name, int seed, int sweeps, double T, const char *extra)
+{
+    char ini[64];
+    snprintf(ini, sizeof ini, "%s.ini", name);
+    write_file(ini, chain_ini, seed, sweeps, 100, extra ? extra : "", T);
+    char *e;
+    int rc = cli(&e, "run %s/%s --device cpu --output %s/%s --quiet", dir, ini, dir, name);
+    ck_assert_msg(rc == 0, "run %s failed: %s", name, e);
+    free(e);
+}
+
+/* ---- 1 ---- */
+
+START_TEST(refused_resume_set_keeps_config)
+{
+    fresh_dir();
+    chain_run("a", 5, 400, 0.6, NULL);
+    char cfg[512], *before, *after, *e;
+    snprintf(cfg, sizeof cfg, "%s/a/config.ini", dir);
+    before = metro_test_slurp(cfg);
+    ck_assert_int_eq(cli(&e, "resume %s/a --set system.particles=14 --device cpu --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "particles") != NULL, "%s", e);
+    free(e);
+    after = metro_test_slurp(cfg);
+    ck_assert_msg(!strcmp(before, after), "a refused resume --set rewrote config.ini");
+    free(after);
+    /* a --set on a damaged checkpoint: refused, config.ini untouched */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "cp %s/a/checkpoint.bin %s/good.bin && for f in %s/a/checkpoint.bin %s/a/checkpoint.bin.prev; do "
+                              "[ -f $f ] && printf XXXX | dd of=$f bs=1 seek=60 conv=notrunc status=none; done; true",
+             dir, dir, dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(cli(&e, "resume %s/a --set run.sweeps=800 --device cpu --quiet", dir), 1);
+    ck_assert_msg(strstr(e, "damaged") != NULL, "%s", e);
+    free(e);
+    after = metro_test_slurp(cfg);
+    ck_assert_msg(!strcmp(before, after), "a resume --set on a damaged checkpoint rewrote config.ini");
+    free(after);
+    /* the plain resume still works once the checkpoint is good again */
+    snprintf(cmd, sizeof cmd, "cp %s/good.bin %s/a/checkpoint.bin", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(cli(NULL, "resume %s/a --device cpu --quiet", dir), 0);
+    free(before);
+    cleanup();
+}
+END_TEST
+
+/* ---- 2 ---- */
+
+START_TEST(foreign_checkpoint_refused)
+{
+    fresh_dir();
+    chain_run("a", 5, 400, 0.6, NULL);
+    chain_run("b", 6, 400, 0.7, NULL);
+    char cmd[1024], *e;
+    snprintf(cmd, sizeof cmd, "cp %s/a/energy.csv %s/a.csv && cp %s/b/checkpoint.bin %s/a/checkpoint.bin", dir, dir, dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(cli(&e, "resume %s/a --set run.sweeps=800 --device cpu --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "another chain") && strstr(e, "seed") && strstr(e, "temperature"),
+                  "the keys that differ are not named: %s", e);
+    ck_assert_msg(!strstr(e, "sweeps:"), "sweeps may change on resume: %s", e);
+    free(e);
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/a/energy.csv", dir);
+    snprintf(b, sizeof b, "%s/a.csv", dir);
+    ck_assert_msg(metro_test_same_file(a, b), "the refused resume touched the results");
+    cleanup();
+}
+END_TEST
+
+START_TEST(second_process_refused)
+{
+    fresh_dir();
+    chain_run("a", 5, 400, 0.6, NULL);
+    /* a child holds the run directory's lock as a running metro would */
+    int go[2], ready[2];
+    ck_assert_int_eq(pipe(go), 0);
+    ck_assert_int_eq(pipe(ready), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/a/.lock", dir);
+        int fd = open(path, O_RDWR | O_CREAT, 0644);
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        char c = fcntl(fd, F_SETLK, &fl) == 0 ? 'y' : 'n';
+        if (write(ready[1], &c, 1) != 1) _exit(2);
+        if (read(go[0], &c, 1) < 0) _exit(2);
+        _exit(0);
+    }
+    char c = 0;
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'y');
+    char *e, want[64];
+    snprintf(want, sizeof want, "PID %ld", (long)pid);
+    ck_assert_int_eq(cli(&e, "resume %s/a --device cpu --quiet", dir), 2);
+    ck_assert_msg(strstr(e, want) != NULL, "holder not named (%s): %s", want, e);
+    free(e);
+    ck_assert_int_eq(cli(&e, "run %s/a.ini --device cpu --output %s/a --overwrite --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, want) != NULL, "%s", e);
+    free(e);
+    ck_assert_msg(exists("a/energy.csv"), "--overwrite removed files of a locked directory");
+    ck_assert_int_eq(write(go[1], "x", 1), 1);
+    waitpid(pid, NULL, 0);
+    /* the holder is gone: its lock went with it */
+    ck_assert_int_eq(cli(NULL, "resume %s/a --device cpu --quiet", dir), 0);
+    cleanup();
+}
+END_TEST
+
+/* ---- 3 ---- */
+
+START_TEST(sizes_refused_up_front)
+{
+    fresh_dir();
+    char *e;
+    write_file("big.ini", "[run]\nsweeps = 10\n[system]\nparticles = 2000000000\n[potential]\nplugin = lj_fene\n"
+                          "[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    ck_assert_int_eq(cli(&e, "run %s/big.ini --device cpu --output %s/big --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "GiB of host memory") != NULL, "%s", e);
+    free(e);
+    ck_assert_msg(!exists("big"), "a refused run created its directory");
+    write_file("ions.ini", "[run]\nsweeps = 10\n[system]\nparticles = 2000000000\n[potential]\nplugin = coulomb_hs\n"
+                           "valences = 1,-1\ndiameters = 4\nconcentration = 0.01\n[sampler]\nplugin = brush\n");
+    ck_assert_int_eq(cli(&e, "run %s/ions.ini --device cpu --output %s/ions --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "GiB of host memory") != NULL, "%s", e);
+    free(e);
+    ck_assert_msg(!exists("ions"), "a refused run created its directory");
+    /* 4096 x 4096 replicas of 1000 particles */
+    write_file("pt.ini", "[run]\nsweeps = 10\n[system]\nparticles = 1000\n[potential]\nplugin = lj_fene\n"
+                         "[sampler]\nplugin = parallel_tempering\nreplicas = 4096\nladders = 4096\nt_min = 0.5\nt_max = 2\n");
+    ck_assert_int_eq(cli(&e, "run %s/pt.ini --device cpu --output %s/pt --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "GiB of host memory") != NULL, "%s", e);
+    free(e);
+    ck_assert_msg(!exists("pt"), "a refused run created its directory");
+    cleanup();
+}
+END_TEST
+
+/* ---- 4 ---- */
+
+START_TEST(refused_run_writes_nothing)
+{
+    fresh_dir();
+    char *e;
+    /* a cross-parameter refusal in create(): not electroneutral */
+    write_file("ions.ini", "[run]\nsweeps = 10\n[system]\nparticles = 7\n[potential]\nplugin = coulomb_hs\n"
+                           "valences = 1,-1\ndiameters = 4\ncell_radius = 50\n[sampler]\nplugin = brush\n");
+    ck_assert_int_eq(cli(&e, "run %s/ions.ini --device cpu --output %s/ions --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "ions.ini:") != NULL, "no FILE:LINE: %s", e);
+    free(e);
+    ck_assert_msg(!exists("ions"), "a refusal in create() left a run directory");
+    /* a placement failure: far too dense */
+    write_file("dense.ini", "[run]\nsweeps = 10\n[system]\nparticles = 2000\n[potential]\nplugin = coulomb_hs\n"
+                            "valences = 1,-1\ndiameters = 4\ncell_radius = 12\n[sampler]\nplugin = brush\n");
+    ck_assert_int_ne(cli(&e, "run %s/dense.ini --device cpu --output %s/dense --quiet", dir, dir), 0);
+    free(e);
+    ck_assert_msg(!exists("dense"), "a placement failure left a run directory");
+    /* an observable refusing its potential */
+    write_file("obs.ini", "[run]\nsweeps = 10\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
+                          "[sampler]\nplugin = metropolis\ntemperature = 1\n[observable g]\nplugin = pair_correlation\n");
+    ck_assert_int_ne(cli(&e, "run %s/obs.ini --device cpu --output %s/obs --quiet", dir, dir), 0);
+    free(e);
+    ck_assert_msg(!exists("obs"), "an observable's refusal left a run directory");
+    cleanup();
+}
+END_TEST
+
+START_TEST(write_error_leaves_no_result)
+{
+    fresh_dir();
+    /* energy.csv of 20000 samples (about 630 kB) does not fit under a
+     * 540 kB file-size limit; the checkpoints (about 470 kB) do */
+    write_file("a.ini", chain_ini, 5, 40000, 40000, "", 0.6);
+    char cmd[2048], err[512];
+    snprintf(err, sizeof err, "%s/err.txt", dir);
+    /* bash: its ulimit -f counts kilobytes (dash's counts 512-byte blocks) */
+    snprintf(cmd, sizeof cmd, "bash -c 'ulimit -f 540; exec %s/bin/metro run %s/a.ini --device cpu --output %s/a --quiet' 2>%s",
+             METRO_TEST_BINARY_DIR, dir, dir, err);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit %d, not 1", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    char *e = metro_test_slurp(err);
+    ck_assert_msg(strstr(e, "energy") && strstr(e, "File too large"), "no message: %s", e);
+    free(e);
+    ck_assert_msg(!exists("a/energy.csv") && !exists("a/energy_stats.csv"), "a result was written in part");
+    ck_assert_msg(!exists("a/energy.csv.tmp"), "a temporary was left behind");
+    snprintf(err, sizeof err, "%s/a/log.txt", dir);
+    char *log = metro_test_slurp(err);
+    ck_assert_msg(log && !strstr(log, "results written"), "the log claims results: %s", log ? log : "(none)");
+    free(log);
+    cleanup();
+}
+END_TEST
+
+START_TEST(stale_temporaries_removed)
+{
+    fresh_dir();
+    chain_run("a", 5, 400, 0.6, NULL);
+    write_file("a/checkpoint.bin.tmp", "half a checkpoint");
+    write_file("a/energy.csv.tmp", "half a result");
+    ck_assert_int_eq(cli(NULL, "resume %s/a --device cpu --quiet", dir), 0);
+    ck_assert_msg(!exists("a/checkpoint.bin.tmp") && !exists("a/energy.csv.tmp"), "stale temporaries left");
+    cleanup();
+}
+END_TEST
+
+/* ---- 5 ---- */
+
+START_TEST(sweep_counts_cannot_overflow)
+{
+    fresh_dir();
+    char *e;
+    write_file("a.ini", chain_ini, 5, 400, 100, "", 0.6);
+    ck_assert_int_eq(cli(&e, "run %s/a.ini --set run.sweeps=5000000000000000000 --set run.equilibration=5000000000000000000 "
+                             "--device cpu --output %s/a --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "sweeps") && strstr(e, "equilibration"), "%s", e);
+    free(e);
+    ck_assert_msg(!exists("a"), "a refused run created its directory");
+    cleanup();
+}
+END_TEST
+
+/* ---- 6 ---- */
+
+START_TEST(refusals_name_the_line)
+{
+    fresh_dir();
+    char *e;
+    write_file("ions.ini", "[run]\nsweeps = 10\n\n[system]\nparticles = 8\n\n[potential]\nplugin = coulomb_hs\n"
+                           "valences = 1,-1\ndiameters = 4\ncell_radius = 50\nconcentration = 0.1\n[sampler]\nplugin = brush\n");
+    ck_assert_int_eq(cli(&e, "run %s/ions.ini --device cpu --output %s/x --quiet", dir, dir), 2);
+    /* "cell_radius and concentration: ..." points at cell_radius, line 11 */
+    ck_assert_msg(strstr(e, "ions.ini:11:") != NULL, "not at the key's line: %s", e);
+    free(e);
+    ck_assert_int_eq(cli(&e, "run %s/ions.ini --set potential.concentration=0.2 --device cpu --output %s/x --quiet", dir, dir),
+                     2);
+    ck_assert_msg(strstr(e, "ions.ini:") != NULL, "%s", e);
+    free(e);
+    write_file("a.ini", chain_ini, 5, 10, 100, "", 0.6);
+    ck_assert_int_eq(cli(&e, "run %s/a.ini --set 'observable energy.every=20' --device cpu --output %s/x --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "never measure") != NULL, "%s", e);
+    free(e);
+    ck_assert_int_eq(cli(&e, "run %s/a.ini --set run.sweeps=0 --device cpu --output %s/x --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "never measure") != NULL, "%s", e);
+    free(e);
+    ck_assert_msg(!exists("x"), "a refused run created its directory");
+    cleanup();
+}
+END_TEST
+
+START_TEST(checkpoints_by_wall_time)
+{
+    fresh_dir();
+    /* the energy check (and with it the sweep-based checkpoint) only at
+     * the end; a checkpoint every 0.05 s of wall time in between */
+    const int sweeps = 600000;
+    write_file("a.ini", chain_ini, 7, sweeps, sweeps, "checkpoint_minutes = 0.001\n", 0.6);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s/bin/metro", METRO_TEST_BINARY_DIR);
+    char ini[512], out[512];
+    snprintf(ini, sizeof ini, "%s/a.ini", dir);
+    snprintf(out, sizeof out, "%s/a", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 2);
+        execl(cmd, "metro", "run", ini, "--device", "cpu", "--output", out, "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 100 && !exists("a/checkpoint.bin.prev"); ++i) usleep(50000);
+    usleep(200000);
+    kill(pid, SIGKILL);
+    int st;
+    waitpid(pid, &st, 0);
+    ck_assert_msg(WIFSIGNALED(st), "the run ended before it was killed");
+    ck_assert_msg(exists("a/checkpoint.bin"), "no checkpoint by wall time before the first energy check");
+    char *e;
+    int rc = cli(&e, "resume %s/a --device cpu --quiet", dir);
+    ck_assert_msg(rc == 0, "resume failed: %s", e);
+    free(e);
+    write_file("b.ini", chain_ini, 7, sweeps, sweeps, "checkpoint_minutes = 0\n", 0.6);
+    rc = cli(&e, "run %s/b.ini --device cpu --output %s/b --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/a/energy.csv", dir);
+    snprintf(b, sizeof b, "%s/b/energy.csv", dir);
+    ck_assert_msg(metro_test_same_file(a, b), "killed + resumed differs from straight: %s %s", a, b);
+    cleanup();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("rundir");
+    TCase *tc = tcase_create("lose_nothing");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, refused_resume_set_keeps_config);
+    tcase_add_test(tc, foreign_checkpoint_refused);
+    tcase_add_test(tc, second_process_refused);
+    tcase_add_test(tc, sizes_refused_up_front);
+    tcase_add_test(tc, refused_run_writes_nothing);
+    tcase_add_test(tc, write_error_leaves_no_result);
+    tcase_add_test(tc, stale_temporaries_removed);
+    tcase_add_test(tc, sweep_counts_cannot_overflow);
+    tcase_add_test(tc, refusals_name_the_line);
+    tcase_add_test(tc, checkpoints_by_wall_time);
+    suite_add_tcase(s, tc);
+    return metro_test_main(s);
+}
