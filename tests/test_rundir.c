@@ -374,6 +374,23 @@ START_TEST(checkpoints_by_wall_time)
 }
 END_TEST
 
+/* --dry-run of every shipped config: the resolved config and the work
+ * come out, and nothing is created, not even the default run directory. */
+START_TEST(dry_run_creates_nothing)
+{
+    fresh_dir();
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && for f in %s/configs/*.ini; do %s/bin/metro run $f --dry-run --device cpu >out.txt 2>err.txt || "
+             "{ echo \"$f\"; cat err.txt; exit 1; }; grep -q 'the work (dry run' out.txt || { echo \"$f: no plan\"; exit 1; }; "
+             "grep -q '^\\[run\\]' out.txt || { echo \"$f: no config\"; exit 1; }; done; rm out.txt err.txt; "
+             "[ -z \"$(ls -A)\" ] || { ls -A; exit 1; }",
+             dir, METRO_TEST_SOURCE_DIR, METRO_TEST_BINARY_DIR);
+    ck_assert_int_eq(system(cmd), 0);
+    cleanup();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rundir");
@@ -389,6 +406,7 @@ int main(void)
     tcase_add_test(tc, sweep_counts_cannot_overflow);
     tcase_add_test(tc, refusals_name_the_line);
     tcase_add_test(tc, checkpoints_by_wall_time);
+    tcase_add_test(tc, dry_run_creates_nothing);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

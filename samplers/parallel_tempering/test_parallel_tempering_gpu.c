@@ -79,6 +79,28 @@ START_TEST(gpu_equals_cpu_global_memory_path)
 }
 END_TEST
 
+START_TEST(gpu_equals_cpu_past_65535_replicas)
+{
+    /* 70,400 replicas: more than one launch's grid.y of the core's energy
+     * kernel (65,535), which once failed with "invalid argument" */
+    compare(13, "auto", 64, 1100, 12, 4);
+    const char *ini = "[run]\nseed = 3\nsweeps = 1\n[system]\nparticles = 13\n[potential]\nplugin = lj_fene\n"
+                      "[sampler]\nplugin = parallel_tempering\nreplicas = 64\nladders = 1100\nstep = 0.05\n";
+    metro_sim *c = metro_test_sim(ini, "cpu", NULL, 0);
+    metro_sim *g = metro_test_sim(ini, "cuda", NULL, 0);
+    advance(c, 5);
+    advance(g, 5);
+    metro_error err = {0};
+    for (int r = 65530; r < 70400; r += 97) {
+        double ec = metro_sim_total_energy(c, r, &err), eg = metro_sim_total_energy(g, r, &err);
+        ck_assert_msg(isfinite(eg) && fabs(ec - eg) < 1e-6 * fmax(13.0, fabs(ec)), "replica %d: %.10g vs %.10g (%s)", r,
+                      ec, eg, err.msg);
+    }
+    metro_sim_destroy(c);
+    metro_sim_destroy(g);
+}
+END_TEST
+
 START_TEST(gpu_equals_cpu_across_advance_calls)
 {
     /* exchange points falling inside and at the end of advance() calls */
@@ -143,6 +165,7 @@ int main(void)
     tcase_add_test(tc, gpu_equals_cpu_every_group_size);
     tcase_add_test(tc, gpu_equals_cpu_global_memory_path);
     tcase_add_test(tc, gpu_equals_cpu_across_advance_calls);
+    tcase_add_test(tc, gpu_equals_cpu_past_65535_replicas);
     suite_add_tcase(s, tc);
     tc = tcase_create("physics");
     tcase_set_timeout(tc, 600);
