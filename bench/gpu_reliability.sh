@@ -54,10 +54,10 @@ runs)
   ;;
 sanitize)
   # CK_FORK=no: the sanitizer follows one process; brush at small sizes
-  # (METRO_BRUSH_SMALL) so racecheck ends in minutes.  Four at a time.
+  # (METRO_BRUSH_SMALL) so racecheck ends in minutes.  Eight at a time: the GPU is shared, the host has 16 cores.
   ls $b/bin/test_*_gpu | while read t; do
     for tool in memcheck racecheck; do echo "$tool $t"; done
-  done | xargs -P 4 -L 1 bash -c 'n=$(basename $1); CK_FORK=no METRO_BRUSH_SMALL=1 timeout 280 compute-sanitizer \
+  done | xargs -P 8 -L 1 bash -c 'n=$(basename $1); CK_FORK=no METRO_BRUSH_SMALL=1 timeout 240 compute-sanitizer \
       --tool $0 --error-exitcode 9 $1 > '"$out"'/san_${0}_$n.txt 2>&1; echo "$0 $n rc=$? $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" '"$out"'/san_${0}_$n.txt | tail -1)"' \
       | sort | tee $out/sanitizers.txt
   ;;
