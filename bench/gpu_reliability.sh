@@ -61,5 +61,20 @@ sanitize)
       --tool $0 --error-exitcode 9 $1 > '"$out"'/san_${0}_$n.txt 2>&1; echo "$0 $n rc=$? $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" '"$out"'/san_${0}_$n.txt | tail -1)"' \
       | sort | tee $out/sanitizers.txt
   ;;
+sanitize-cli)
+  # The suites that run long chains (metropolis, the two ions, quickstart)
+  # outlast the sanitizers' slowdown; their kernels are covered here by
+  # short runs of the program: every sampler's CUDA path, both metropolis
+  # schemes, the core's energy kernel, each observable's device path.
+  c=$w/cfg; mkdir -p $c
+  printf '[run]\nsweeps = 200\ncheck_every = 50\n[system]\nparticles = 13\n[potential]\nplugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\nscheme = %s\n[observable energy]\nplugin = energy\n' block > $c/mb.ini
+  printf '[run]\nsweeps = 200\ncheck_every = 50\n[system]\nparticles = 13\n[potential]\nplugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\nscheme = %s\n[observable energy]\nplugin = energy\n' reduction > $c/mr.ini
+  printf '[run]\nsweeps = 40\ncheck_every = 20\n[system]\nparticles = 2\n[potential]\nplugin = coulomb_hs\nvalences = 1,-1\ndiameters = 4\ncell_radius = 20\n[sampler]\nplugin = metropolis\ntemperature = 1\n[observable energy]\nplugin = energy\n' > $c/ions.ini
+  printf '[run]\nsweeps = 100\ncheck_every = 50\n[system]\nparticles = 13\n[potential]\nplugin = lj_fene\n[sampler]\nplugin = parallel_tempering\nreplicas = 8\nladders = 70\nexchange_every = 10\n[observable polymer_shape]\nplugin = polymer_shape\nevery = 10\n[observable energy]\nplugin = energy\nevery = 10\n' > $c/pt.ini
+  for cfg in mb mr ions pt; do for tool in memcheck racecheck; do echo "$tool $cfg"; done; done |
+    xargs -P 8 -L 1 bash -c 'CK_FORK=no timeout 280 compute-sanitizer --tool $0 --error-exitcode 9 '"$m"' run '"$c"'/$1.ini \
+      --device cuda --output '"$w"'/$0_$1 --quiet > '"$out"'/sancli_${0}_$1.txt 2>&1; echo "$0 $1 rc=$? $(grep -E "ERROR SUMMARY|RACECHECK SUMMARY" '"$out"'/sancli_${0}_$1.txt | tail -1)"' \
+    | sort | tee $out/sanitizers_cli.txt
+  ;;
 esac
 rm -rf $w
