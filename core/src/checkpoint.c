@@ -36,7 +36,7 @@
 /* [run] keys a resume may change: how long to run and where/how often to
  * write.  Everything else defines the chain. */
 static const char *const RESUMABLE[] = {"sweeps", "output", "device", "check_every", "checkpoint_minutes",
-                                        "drift_tolerance", NULL};
+                                        "drift_tolerance", "systems", "scan", NULL};
 
 static int resumable(const char *section, const char *key)
 {

@@ -90,7 +90,21 @@ static int cmd_run(int argc, char **argv, int resume)
     opt.sets = sets;
     metro_error err = {0};
     metro_sim *sim = NULL;
+    int systems = metro_ensemble_systems(&opt, &err);
+    if (systems < 0) {
+        print_errors(&err);
+        free(sets);
+        return METRO_EUSAGE;
+    }
+    if (systems > 1 && !opt.dry_run) {
+        int rc = metro_ensemble_run(&opt, &err);
+        if (rc) print_errors(&err);
+        free(sets);
+        return rc;
+    }
     int rc = metro_sim_create(&opt, &sim, &err);
+    if (rc == METRO_OK && opt.dry_run && systems > 1)
+        printf("; ---- an ensemble of %d systems, each like this one (the plan below is one system's) ----\n", systems);
     if (rc == METRO_OK && opt.dry_run) {
         rc = metro_sim_plan(sim, stdout);
     } else if (rc == METRO_OK) {

@@ -88,6 +88,15 @@ int metro_sim_checkpoint(metro_sim *sim, metro_error *err);
 
 void metro_sim_destroy(metro_sim *sim);
 
+/* Ensembles ([run] systems = K, or [run] scan = SECTION.KEY: v1, v2, ...):
+ * the number of systems the options ask for (resuming: the number of
+ * system_NNN folders in the run directory), or -1 with err filled. */
+int metro_ensemble_systems(const metro_options *opt, metro_error *err);
+/* Validate every system, then run them together (a thread and a CUDA
+ * stream each), each in RUNDIR/system_NNN, and write the combined tables.
+ * METRO_OK, or the first failure with every system's message in err. */
+int metro_ensemble_run(const metro_options *opt, metro_error *err);
+
 /* The command-line program: metro run|list|describe|--help|--version. */
 int metro_main(int argc, char **argv);
 

@@ -1,0 +1,416 @@
+/* core/src/ensemble.c — many independent systems of one config in one
+ * process: `[run] systems = K` (K copies, seeds seed, seed+1, ...) or
+ * `[run] scan = SECTION.KEY: v1, v2, ...` (one system per value, all with
+ * the run's seed).
+ *
+ * Each system is a whole run of its own — its own seed, random streams,
+ * run directory RUNDIR/system_NNN (config.ini, log, results, checkpoint) —
+ * so system k is, bit for bit, the run `metro run CONFIG --set
+ * run.seed=SEED_k [--set SECTION.KEY=v_k]` would give.  They advance
+ * together: every system runs in its own host thread on its own CUDA
+ * stream, so on a GPU their launches overlap and fill the device that one
+ * small system leaves idle (brush at N = 8192 keeps about 8% of an H100's
+ * SMs busy); on the CPU the threads share the cores.
+ *
+ * Nothing is written until every system has been validated (each is first
+ * created as a dry run).  At the end the core writes, beside the systems,
+ * one combined table per small result file (at most 4096 rows, the same
+ * shape in every system): ensemble_FILE.csv with the mean and the standard
+ * error across systems of every numeric column, or for a scan
+ * scan_FILE.csv with the scanned value in front of each system's rows.
+ */
+#define _GNU_SOURCE
+#include "sim.h"
+
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "util.h"
+
+#define MAX_SYSTEMS 4096
+
+typedef struct ensemble {
+    int k;                 /* systems */
+    long long seed;
+    char scan_key[256];    /* "section.key" of a scan, "" for copies */
+    char **values;         /* scan values, k of them */
+    char dir[1024];
+} ensemble;
+
+static void free_ensemble(ensemble *e)
+{
+    for (int i = 0; e->values && i < e->k; ++i) free(e->values[i]);
+    free(e->values);
+}
+
+/* What [run] systems / scan / seed say, from the config file and --set. */
+static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
+{
+    memset(e, 0, sizeof *e);
+    e->k = 1;
+    e->seed = 1;
+    char *text = metro__read_file(opt->config_path, NULL);
+    if (!text) return metro__fail(err, METRO_EUSAGE, "%s: cannot be read: %s", opt->config_path, strerror(errno));
+    metro__config *cfg = NULL;
+    int rc = metro__config_parse(opt->config_path, text, &cfg, err);
+    free(text);
+    for (int i = 0; !rc && i < opt->nsets; ++i) rc |= metro__config_set(cfg, opt->sets[i], i + 1, err);
+    if (rc) {
+        metro__config_free(cfg);
+        return METRO_EUSAGE;
+    }
+    metro__entry *sys = metro__config_find(cfg, "run", "systems");
+    metro__entry *scan = metro__config_find(cfg, "run", "scan");
+    metro__entry *seed = metro__config_find(cfg, "run", "seed");
+    if (seed) e->seed = strtoll(seed->value, NULL, 10);
+    if (sys) {
+        char *end;
+        long v = strtol(sys->value, &end, 10);
+        if (end == sys->value || *end || v < 1 || v > MAX_SYSTEMS)
+            rc = metro__fail(err, METRO_EUSAGE, "%s:%d: [run] systems: '%s' is not a number of systems (integer in [1, %d])",
+                             sys->file, sys->line, sys->value, MAX_SYSTEMS);
+        else
+            e->k = (int)v;
+    }
+    if (!rc && scan && scan->value[0]) {
+        const char *colon = strchr(scan->value, ':');
+        size_t kl = colon ? (size_t)(colon - scan->value) : 0;
+        while (kl && scan->value[kl - 1] == ' ') --kl;
+        if (!colon || !kl || kl >= sizeof e->scan_key || !memchr(scan->value, '.', kl)) {
+            rc = metro__fail(err, METRO_EUSAGE, "%s:%d: [run] scan: '%s' is not SECTION.KEY: v1, v2, ... (e.g. "
+                                                "potential.concentration: 0.001, 0.002)", scan->file, scan->line, scan->value);
+        } else if (sys && e->k > 1) {
+            rc = metro__fail(err, METRO_EUSAGE, "%s:%d: [run] scan: give systems = K or scan, not both (a scan has one "
+                                                "system per value)", scan->file, scan->line);
+        } else {
+            memcpy(e->scan_key, scan->value, kl);
+            e->k = 0;
+            char *list = metro__strdup(colon + 1);
+            for (char *save = NULL, *v = strtok_r(list, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
+                while (*v == ' ') ++v;
+                size_t l = strlen(v);
+                while (l && v[l - 1] == ' ') v[--l] = 0;
+                if (!l || e->k >= MAX_SYSTEMS) continue;
+                e->values = metro__xrealloc(e->values, sizeof *e->values * (size_t)(e->k + 1));
+                e->values[e->k++] = metro__strdup(v);
+            }
+            free(list);
+            if (e->k < 1)
+                rc = metro__fail(err, METRO_EUSAGE, "%s:%d: [run] scan: no values after '%s:'", scan->file, scan->line,
+                                 e->scan_key);
+        }
+    }
+    metro__config_free(cfg);
+    return rc;
+}
+
+int metro_ensemble_systems(const metro_options *opt, metro_error *err)
+{
+    if (opt->resume) {
+        /* an ensemble's run directory holds system_000/ */
+        char probe[4200];
+        struct stat sb;
+        snprintf(probe, sizeof probe, "%s/system_000/checkpoint.bin", opt->output ? opt->output : "");
+        if (stat(probe, &sb) != 0) return 1;
+        int k = 0;
+        for (;; ++k) {
+            snprintf(probe, sizeof probe, "%s/system_%03d", opt->output, k);
+            if (stat(probe, &sb) != 0) break;
+        }
+        return k;
+    }
+    ensemble e;
+    if (read_plan(opt, &e, err)) return -1;
+    free_ensemble(&e);
+    return e.k;
+}
+
+/* The options of system i: the run's, with its seed, its directory and
+ * (scan) its value set, and systems/scan cleared so it is one run. */
+typedef struct sys_opt {
+    metro_options o;
+    const char **sets;
+    char seed[64], out[1200], value[1400], cfg[1300];
+} sys_opt;
+
+static void system_options(const metro_options *opt, const ensemble *e, int i, sys_opt *s)
+{
+    s->o = *opt;
+    s->o.quiet = 1;
+    s->sets = metro__xcalloc((size_t)opt->nsets + 4, sizeof *s->sets);
+    for (int j = 0; j < opt->nsets; ++j) s->sets[j] = opt->sets[j];
+    int n = opt->nsets;
+    snprintf(s->out, sizeof s->out, "%s/system_%03d", e->dir, i);
+    s->o.output = s->out;
+    if (!opt->resume) {
+        snprintf(s->seed, sizeof s->seed, "run.seed=%lld", e->seed + (e->scan_key[0] ? 0 : i));
+        s->sets[n++] = s->seed;
+        s->sets[n++] = "run.systems=1";
+        s->sets[n++] = "run.scan=";
+        if (e->scan_key[0]) {
+            snprintf(s->value, sizeof s->value, "%s=%s", e->scan_key, e->values[i]);
+            s->sets[n++] = s->value;
+        }
+    } else {
+        snprintf(s->cfg, sizeof s->cfg, "%s/config.ini", s->out);
+        s->o.config_path = s->cfg;
+    }
+    s->o.sets = s->sets;
+    s->o.nsets = n;
+}
+
+typedef struct job {
+    metro_sim *sim;
+    metro_error err;
+    int rc;
+} job;
+
+static void *run_one(void *arg)
+{
+    job *j = arg;
+    j->rc = metro_sim_run(j->sim, &j->err);
+    return NULL;
+}
+
+/* ---- combined tables -------------------------------------------------------- */
+
+typedef struct table {
+    char *header;
+    int rows, cols;
+    char **cell;   /* rows x cols, text */
+} table;
+
+static void free_table(table *t)
+{
+    for (int i = 0; t->cell && i < t->rows * t->cols; ++i) free(t->cell[i]);
+    free(t->cell);
+    free(t->header);
+    memset(t, 0, sizeof *t);
+}
+
+static int count_cols(const char *line)
+{
+    int c = 1;
+    for (; *line && *line != '\n'; ++line) c += *line == ',';
+    return c;
+}
+
+/* A small CSV with a header row (at most 4096 rows), or -1. */
+static int read_table(const char *path, table *t)
+{
+    memset(t, 0, sizeof *t);
+    char *text = metro__read_file(path, NULL);
+    if (!text) return -1;
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    if (!line) { free(text); return -1; }
+    t->header = metro__strdup(line);
+    t->cols = count_cols(line);
+    while ((line = strtok_r(NULL, "\n", &save))) {
+        if (count_cols(line) != t->cols || t->rows >= 4096) { free(text); free_table(t); return -1; }
+        t->cell = metro__xrealloc(t->cell, sizeof *t->cell * (size_t)(t->rows + 1) * (size_t)t->cols);
+        char *s2 = NULL;
+        int c = 0;
+        for (char *f = strtok_r(line, ",", &s2); f && c < t->cols; f = strtok_r(NULL, ",", &s2))
+            t->cell[t->rows * t->cols + c++] = metro__strdup(f);
+        while (c < t->cols) t->cell[t->rows * t->cols + c++] = metro__strdup("");
+        t->rows++;
+    }
+    free(text);
+    return 0;
+}
+
+static int numeric(const char *s, double *v)
+{
+    char *end;
+    *v = strtod(s, &end);
+    return end != s && !*end;
+}
+
+static int combine(const ensemble *e, const char *name, metro_error *err)
+{
+    table *t = metro__xcalloc((size_t)e->k, sizeof *t);
+    int ok = 1;
+    for (int i = 0; i < e->k && ok; ++i) {
+        char path[4400];
+        snprintf(path, sizeof path, "%s/system_%03d/%s", e->dir, i, name);
+        ok = read_table(path, &t[i]) == 0 && t[i].cols == t[0].cols && t[i].rows == t[0].rows &&
+             !strcmp(t[i].header, t[0].header);
+    }
+    char *text = NULL;
+    size_t n = 0;
+    int rc = METRO_OK;
+    if (ok && t[0].rows) {
+        FILE *f = open_memstream(&text, &n);
+        if (e->scan_key[0]) {
+            fprintf(f, "%s,%s\n", e->scan_key, t[0].header);
+            for (int i = 0; i < e->k; ++i)
+                for (int r = 0; r < t[i].rows; ++r) {
+                    fprintf(f, "%s", e->values[i]);
+                    for (int c = 0; c < t[i].cols; ++c) fprintf(f, ",%s", t[i].cell[r * t[i].cols + c]);
+                    fputc('\n', f);
+                }
+        } else {
+            /* numeric columns: mean and standard error across systems; a
+             * column that is the same text everywhere (a slot, a name) as is */
+            char *save = NULL, *h = metro__strdup(t[0].header);
+            int c = 0;
+            for (char *col = strtok_r(h, ",", &save); col; col = strtok_r(NULL, ",", &save), ++c) {
+                int same = 1;
+                for (int i = 1; i < e->k && same; ++i)
+                    for (int r = 0; r < t[0].rows && same; ++r)
+                        same = !strcmp(t[i].cell[r * t[i].cols + c], t[0].cell[r * t[0].cols + c]);
+                fprintf(f, "%s%s", c ? "," : "", col);
+                if (!same) fprintf(f, ",%s_err_across", col);
+            }
+            free(h);
+            fputc('\n', f);
+            for (int r = 0; r < t[0].rows; ++r) {
+                for (c = 0; c < t[0].cols; ++c) {
+                    int same = 1;
+                    for (int i = 1; i < e->k && same; ++i)
+                        same = !strcmp(t[i].cell[r * t[i].cols + c], t[0].cell[r * t[0].cols + c]);
+                    for (int rr = 0; rr < t[0].rows && same; ++rr)
+                        for (int i = 1; i < e->k && same; ++i)
+                            same = !strcmp(t[i].cell[rr * t[i].cols + c], t[0].cell[rr * t[0].cols + c]);
+                    if (same) {
+                        fprintf(f, "%s%s", c ? "," : "", t[0].cell[r * t[0].cols + c]);
+                        continue;
+                    }
+                    double s = 0, s2 = 0, v;
+                    int m = 0;
+                    for (int i = 0; i < e->k; ++i)
+                        if (numeric(t[i].cell[r * t[i].cols + c], &v) && isfinite(v)) s += v, s2 += v * v, ++m;
+                    double mean = m ? s / m : NAN;
+                    double var = m > 1 ? (s2 - m * mean * mean) / (m - 1) : NAN;
+                    fprintf(f, "%s%.10g,%.4g", c ? "," : "", mean, m > 1 ? sqrt(fmax(var, 0) / m) : NAN);
+                }
+                fputc('\n', f);
+            }
+        }
+        fclose(f);
+        char path[4400];
+        snprintf(path, sizeof path, "%s/%s_%s", e->dir, e->scan_key[0] ? "scan" : "ensemble", name);
+        rc = metro__write_atomic(path, text, n, err);
+        free(text);
+    }
+    for (int i = 0; i < e->k; ++i) free_table(&t[i]);
+    free(t);
+    return rc;
+}
+
+static int combine_all(const ensemble *e, metro_error *err)
+{
+    char d0[1200];
+    snprintf(d0, sizeof d0, "%s/system_000", e->dir);
+    DIR *d = opendir(d0);
+    if (!d) return METRO_OK;
+    struct dirent *de;
+    int rc = METRO_OK;
+    while ((de = readdir(d)) && !rc) {
+        size_t l = strlen(de->d_name);
+        if (l > 4 && !strcmp(de->d_name + l - 4, ".csv")) rc = combine(e, de->d_name, err);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* ---- the run ------------------------------------------------------------------ */
+
+int metro_ensemble_run(const metro_options *opt, metro_error *err)
+{
+    ensemble e;
+    int rc;
+    /* K threads wait on K streams: on CUDA let them yield the cores rather
+     * than spin (it must come before the context exists; on the CPU
+     * backend, or without a driver, it does nothing) */
+    cudaSetDeviceFlags(cudaDeviceScheduleYield);
+    cudaGetLastError();
+    if (opt->resume) {
+        memset(&e, 0, sizeof e);
+        e.k = metro_ensemble_systems(opt, err);
+        snprintf(e.dir, sizeof e.dir, "%s", opt->output);
+        /* the scan, if any, from the top-level config for the tables */
+        ensemble plan;
+        metro_options top = *opt;
+        top.nsets = 0;
+        if (read_plan(&top, &plan, err) == METRO_OK && plan.scan_key[0] && plan.k == e.k) {
+            memcpy(e.scan_key, plan.scan_key, sizeof e.scan_key);
+            e.values = plan.values;
+            plan.values = NULL;
+        }
+        free_ensemble(&plan);
+    } else {
+        if ((rc = read_plan(opt, &e, err))) return rc;
+        char buf[1024];
+        metro_sim *probe = NULL;
+        metro_options o = *opt;
+        o.dry_run = 1;
+        /* the run directory the config asks for, through the one rule */
+        if ((rc = metro_sim_create(&o, &probe, err))) { free_ensemble(&e); return rc; }
+        snprintf(e.dir, sizeof e.dir, "%s", metro__rundir_path(probe, opt, buf, sizeof buf));
+        metro_sim_destroy(probe);
+    }
+    sys_opt *so = metro__xcalloc((size_t)e.k, sizeof *so);
+    job *jobs = metro__xcalloc((size_t)e.k, sizeof *jobs);
+    for (int i = 0; i < e.k; ++i) system_options(opt, &e, i, &so[i]);
+    rc = METRO_OK;
+    /* every system valid before anything is written */
+    for (int i = 0; i < e.k && !rc; ++i) {
+        metro_options dry = so[i].o;
+        dry.dry_run = 1;
+        metro_sim *s = NULL;
+        if ((rc = metro_sim_create(&dry, &s, err))) metro__fail(err, rc, "(system %d of %d)", i, e.k);
+        metro_sim_destroy(s);
+    }
+    if (!rc && !opt->resume) {
+        if (metro__mkdirs(e.dir)) rc = metro__fail(err, METRO_EUSAGE, "%s: cannot create the run directory: %s", e.dir, strerror(errno));
+        char *text = rc ? NULL : metro__read_file(opt->config_path, NULL);
+        if (text) {
+            char *all = NULL;
+            size_t n = 0;
+            FILE *f = open_memstream(&all, &n);
+            fprintf(f, "; metro %s: an ensemble of %d systems, one run directory each (system_NNN/, each with its own\n"
+                       "; resolved config.ini).  The config as given, then the --set overrides:\n", METRO_VERSION_STRING, e.k);
+            for (int j = 0; j < opt->nsets; ++j) fprintf(f, ";   --set %s\n", opt->sets[j]);
+            fputs(text, f);
+            fclose(f);
+            char path[1200];
+            snprintf(path, sizeof path, "%s/config.ini", e.dir);
+            rc = metro__write_atomic(path, all, n, err);
+            free(all);
+            free(text);
+        }
+    }
+    for (int i = 0; i < e.k && !rc; ++i)
+        if ((rc = metro_sim_create(&so[i].o, &jobs[i].sim, err))) metro__fail(err, rc, "(system %d of %d)", i, e.k);
+    if (!rc) {
+        fprintf(stderr, "metro: ensemble of %d systems on %s, in %s/system_000 ... system_%03d\n", e.k,
+                metro_sim_device_name(jobs[0].sim), e.dir, e.k - 1);
+        pthread_t *th = metro__xcalloc((size_t)e.k, sizeof *th);
+        for (int i = 0; i < e.k; ++i)
+            if (pthread_create(&th[i], NULL, run_one, &jobs[i])) run_one(&jobs[i]), th[i] = 0;
+        for (int i = 0; i < e.k; ++i)
+            if (th[i]) pthread_join(th[i], NULL);
+        free(th);
+        for (int i = 0; i < e.k; ++i)
+            if (jobs[i].rc) {
+                if (!rc) rc = jobs[i].rc;
+                metro__fail(err, jobs[i].rc, "system %d: %s", i, jobs[i].err.msg);
+            }
+        if (!rc) rc = combine_all(&e, err);
+    }
+    for (int i = 0; i < e.k; ++i) {
+        metro_sim_destroy(jobs[i].sim);
+        free(so[i].sets);
+    }
+    free(jobs);
+    free(so);
+    free_ensemble(&e);
+    return rc;
+}

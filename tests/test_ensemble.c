@@ -1,0 +1,195 @@
+/* test_ensemble — many systems in one process ([run] systems / scan): each
+ * system is, byte for byte, the separate run with its seed (or scanned
+ * value); the combined tables hold the mean and error across systems; an
+ * ensemble resumes; a bad system is refused before anything is written.
+ * With a GPU (tests/test_ensemble_gpu.c runs the same body) the systems
+ * run on concurrent CUDA streams and must still equal separate runs. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#ifndef DEVICE
+#define DEVICE "cpu"
+#endif
+
+static char dir[64];
+
+static const char *brush_ini =
+    "[run]\nseed = 11\nsweeps = %d\nequilibration = 5\n%s\n[system]\nparticles = 256\n"
+    "[potential]\nplugin = coulomb_hs\nvalences = 3,-1\ndiameters = 4,4\nconcentration = 0.05\n"
+    "[sampler]\nplugin = brush\n\n[observable energy]\nplugin = energy\nevery = 1\n";
+
+static void file(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void file(const char *name, const char *fmt, ...)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+}
+
+static int cli(char **e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int cli(char **e, const char *fmt, ...)
+{
+    char args[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *err = NULL;
+    int rc = metro_test_cli(args, NULL, &err);
+    if (e) *e = err;
+    else free(err);
+    return rc;
+}
+
+static void same(const char *a, const char *b)
+{
+    char pa[512], pb[512];
+    snprintf(pa, sizeof pa, "%s/%s", dir, a);
+    snprintf(pb, sizeof pb, "%s/%s", dir, b);
+    ck_assert_msg(metro_test_same_file(pa, pb), "%s and %s differ", pa, pb);
+}
+
+static void setup_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/metro-ens-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+static void cleanup(void)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(systems_equal_separate_runs)
+{
+    setup_dir();
+    char *e;
+    file("ens.ini", brush_ini, 12, "systems = 4\n");
+    int rc = cli(&e, "run %s/ens.ini --device " DEVICE " --output %s/ens --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    for (int k = 0; k < 4; ++k) {
+        rc = cli(&e, "run %s/ens.ini --set run.systems=1 --set run.seed=%d --device " DEVICE " --output %s/alone%d --quiet",
+                 dir, 11 + k, dir, k);
+        ck_assert_msg(rc == 0, "%s", e);
+        free(e);
+        char a[64], b[64];
+        const char *files[] = {"energy.csv", "energy_stats.csv", "acceptance.csv", "checkpoint.bin"};
+        for (int f = 0; f < 4; ++f) {
+            snprintf(a, sizeof a, "ens/system_%03d/%s", k, files[f]);
+            snprintf(b, sizeof b, "alone%d/%s", k, files[f]);
+            same(a, b);
+        }
+    }
+    /* the combined table: one row per slot, mean and error across systems */
+    char p[512];
+    snprintf(p, sizeof p, "%s/ens/ensemble_energy_stats.csv", dir);
+    double m = metro_test_csv(p, 0, "E_mean"), err = metro_test_csv(p, 0, "E_mean_err_across");
+    double mean = 0, v[4];
+    for (int k = 0; k < 4; ++k) {
+        snprintf(p, sizeof p, "%s/alone%d/energy_stats.csv", dir, k);
+        v[k] = metro_test_csv(p, 0, "E_mean");
+        mean += v[k] / 4;
+    }
+    double var = 0;
+    for (int k = 0; k < 4; ++k) var += (v[k] - mean) * (v[k] - mean) / 3;
+    ck_assert_msg(fabs(m - mean) < 1e-8 * fabs(mean) && fabs(err - sqrt(var / 4)) < 1e-3 * err,
+                  "combined %g +- %g, expected %g +- %g", m, err, mean, sqrt(var / 4));
+    /* resume: stopped at 12 cycles, extended to 20, equals straight 20 */
+    file("long.ini", brush_ini, 20, "systems = 4\n");
+    rc = cli(&e, "run %s/long.ini --device " DEVICE " --output %s/long --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    rc = cli(&e, "resume %s/ens --set run.sweeps=20 --device " DEVICE " --quiet", dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    for (int k = 0; k < 4; ++k) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "ens/system_%03d/energy.csv", k);
+        snprintf(b, sizeof b, "long/system_%03d/energy.csv", k);
+        same(a, b);
+    }
+    cleanup();
+}
+END_TEST
+
+START_TEST(scan_equals_separate_runs)
+{
+    setup_dir();
+    char *e;
+    file("scan.ini", brush_ini, 8, "scan = potential.concentration: 0.02, 0.08\n");
+    int rc = cli(&e, "run %s/scan.ini --device " DEVICE " --output %s/scan --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    rc = cli(&e, "run %s/scan.ini --set run.scan= --set potential.concentration=0.08 --device " DEVICE
+                 " --output %s/alone --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    same("scan/system_001/energy.csv", "alone/energy.csv");
+    char p[512];
+    snprintf(p, sizeof p, "%s/scan/scan_energy_stats.csv", dir);
+    ck_assert_double_eq_tol(metro_test_csv(p, 1, "potential.concentration"), 0.08, 1e-12);
+    snprintf(p, sizeof p, "%s/alone/energy_stats.csv", dir);
+    double alone = metro_test_csv(p, 0, "E_mean");
+    snprintf(p, sizeof p, "%s/scan/scan_energy_stats.csv", dir);
+    ck_assert_double_eq_tol(metro_test_csv(p, 1, "E_mean"), alone, 1e-9 * fabs(alone));
+    cleanup();
+}
+END_TEST
+
+START_TEST(bad_system_writes_nothing)
+{
+    setup_dir();
+    char *e;
+    /* the second value is out of range: refused before any system starts */
+    file("scan.ini", brush_ini, 8, "scan = potential.concentration: 0.02, -1\n");
+    ck_assert_int_eq(cli(&e, "run %s/scan.ini --device " DEVICE " --output %s/scan --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "concentration") && strstr(e, "system 1"), "%s", e);
+    free(e);
+    file("bad.ini", brush_ini, 8, "scan = concentration 0.02\n");
+    ck_assert_int_eq(cli(&e, "run %s/bad.ini --device " DEVICE " --output %s/bad --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "SECTION.KEY") != NULL, "%s", e);
+    free(e);
+    file("both.ini", brush_ini, 8, "systems = 3\nscan = potential.concentration: 0.02, 0.03\n");
+    ck_assert_int_eq(cli(&e, "run %s/both.ini --device " DEVICE " --output %s/both --quiet", dir, dir), 2);
+    free(e);
+    struct stat sb;
+    char p[512];
+    const char *names[] = {"scan", "bad", "both"};
+    for (int i = 0; i < 3; ++i) {
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        ck_assert_msg(stat(p, &sb) != 0, "%s was created", p);
+    }
+    cleanup();
+}
+END_TEST
+
+int main(void)
+{
+#ifdef METRO_TEST_GPU
+    METRO_TEST_REQUIRE_GPU();
+#endif
+    Suite *s = suite_create("ensemble");
+    TCase *tc = tcase_create(DEVICE);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, systems_equal_separate_runs);
+    tcase_add_test(tc, scan_equals_separate_runs);
+    tcase_add_test(tc, bad_system_writes_nothing);
+    suite_add_tcase(s, tc);
+    return metro_test_main(s);
+}
