@@ -53,6 +53,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Tests only (tests/test_frames.c): end the process with _exit(3) at a
+ * point inside an append, as a kill would there: 1 after a GSD frame's
+ * data, before its index entries; 2 after a GSD index block moved, before
+ * the header points at it; 3 halfway through an XYZ frame's write. */
+int metro__frames_test_stop;
+
 static int ferr(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int ferr(char *err, size_t n, const char *fmt, ...)
 {
@@ -277,6 +283,7 @@ static int gsd_append(int fd, const char *path, const metro_frame *f, metro_fram
         }
         rc = rc || pwrite_all(fd, blk, n, at) || fdatasync(fd);
         free(blk);
+        if (metro__frames_test_stop == 2) _exit(3);
         h.index_location = at;
         h.index_allocated_entries = cap;
         rc = rc || pwrite_all(fd, &h, sizeof h, 0) || fdatasync(fd);
@@ -350,6 +357,7 @@ static int gsd_append(int fd, const char *path, const metro_frame *f, metro_fram
         }
         end += n;
     }
+    if (metro__frames_test_stop == 1) _exit(3);
     /* the data is on disk before the entries that point at it */
     if (fdatasync(fd) || pwrite_all(fd, e, sizeof e[0] * (size_t)ne, mark->index_at + used * sizeof(gsd_entry)) ||
         fdatasync(fd)) {
@@ -449,6 +457,9 @@ static int xyz_append(int fd, const char *path, const metro_frame *f, metro_fram
     if (fclose(m)) {
         free(text);
         return ferr(err, nerr, "%s: out of memory for a frame of %d particles", path, f->particles);
+    }
+    if (metro__frames_test_stop == 3) {
+        if (pwrite_all(fd, text, n / 2, mark->bytes) == 0) _exit(3);
     }
     int rc = pwrite_all(fd, text, n, mark->bytes) || fdatasync(fd);
     free(text);

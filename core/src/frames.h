@@ -51,6 +51,9 @@ typedef struct metro__frame_in {
 int metro__frames_read(const char *path, long want, metro__frame_in *out, char *err, size_t nerr);
 void metro__frame_in_free(metro__frame_in *f);
 
+/* Tests only: make an append stop the process midway (see frames.c). */
+extern int metro__frames_test_stop;
+
 /* initial.c: [system] initial = FILE.  Reads the frame initial_frame,
  * checks it against the potential (particle count, species, charges,
  * cell, hard cores, bonds, finite energy) and places it in every replica
