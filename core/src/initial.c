@@ -227,7 +227,7 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
     for (int i = 0; s->chain && i + 1 < n; ++i)
         if (!isfinite(alone(sim, &pos[i], 2))) {
             rc = metro__fail(err, METRO_EUSAGE,
-                             "%s: the bond between particles %d and %d is overstretched (length %.9g): the potential gives it "
+                             "%s: the bond between particles %d and %d is overstretched (length %.6g): the potential gives it "
                              "infinite energy",
                              w.prefix, i, i + 1, dist(&pos[i], &pos[i + 1]));
             goto done;
