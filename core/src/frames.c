@@ -179,13 +179,11 @@ static int frame_check(const metro_frame *f, char *err, size_t nerr)
     if (f->particles < 0 || (f->particles > 0 && !f->pos)) return ferr(err, nerr, "a frame without positions");
     if (f->species < 0 || f->species > METRO_MAX_SPECIES || (f->species > 0 && !f->species_table))
         return ferr(err, nerr, "a frame with %d species", f->species);
-    int ns = f->species > 0 ? f->species : 1;
-    for (int i = 0; i < f->particles; ++i) {
+    /* without species, w is the potential's own business and not read */
+    for (int i = 0; i < f->particles && f->species > 0; ++i) {
         float w = f->pos[i].w;
-        if (!(w >= 0 && w < (float)ns) || w != floorf(w)) {
-            if (f->species == 0 && w == 0) continue;
-            return ferr(err, nerr, "particle %d has species index %g (allowed: 0 to %d)", i, (double)w, ns - 1);
-        }
+        if (!(w >= 0 && w < (float)f->species) || w != floorf(w))
+            return ferr(err, nerr, "particle %d has species index %g (allowed: 0 to %d)", i, (double)w, f->species - 1);
     }
     return 0;
 }

@@ -170,6 +170,71 @@ START_TEST(brush_coulomb_hs)
 }
 END_TEST
 
+/* The README's "Your own system" steps, shortened: ASE writes the start,
+ * metro runs from it, the picture is drawn from the trajectory. */
+START_TEST(readme_workflow)
+{
+    char d[] = "/tmp/metro-readme-XXXXXX", cmd[8192];
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/docs/own_system/make_salt.py %s/salt.xyz >/dev/null", METRO_TEST_SOURCE_DIR, d);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    snprintf(cmd, sizeof cmd, "run %s/configs/own_system_salt.ini --device cpu --output %s/run --quiet "
+             "--set run.sweeps=500 --set system.initial=%s/salt.xyz", METRO_TEST_SOURCE_DIR, d, d);
+    char *e = NULL;
+    int rc = metro_test_cli(cmd, NULL, &e);
+    ck_assert_msg(rc == 0, "the README's config does not run from make_salt.py's file: %s", e);
+    free(e);
+    char f[4200];
+    snprintf(f, sizeof f, "%s/run/trajectory.gsd", d);
+    char *out = read_back("gsd", f);
+    ck_assert_msg(strstr(out, "frames 25\nstep 500\n"), "%.200s", out);
+    free(out);
+    if (system("/usr/bin/python3 -c 'import matplotlib' >/dev/null 2>&1") == 0) {
+        snprintf(cmd, sizeof cmd, "/usr/bin/python3 %s/docs/own_system/render.py %s/salt.xyz %s %s/p.png >/dev/null 2>&1",
+                 METRO_TEST_SOURCE_DIR, d, f, d);
+        ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* A GSD file written by gsd itself (as HOOMD-blue writes them) starts a
+ * run: positions as written, species by particles/types. */
+START_TEST(start_from_gsd_of_gsd)
+{
+    char d[] = "/tmp/metro-gsdin-XXXXXX", cmd[8192];
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    snprintf(cmd, sizeof cmd,
+             "/usr/bin/python3 -c \"import gsd.hoomd\n"
+             "f = gsd.hoomd.Snapshot() if hasattr(gsd.hoomd, 'Snapshot') else gsd.hoomd.Frame()\n"
+             "f.particles.N = 4\nf.particles.types = ['Cl', 'Na']\nf.particles.typeid = [1, 0, 1, 0]\n"
+             "f.particles.position = [[0, 0, 0], [3.25, 0, 0], [0, -3.5, 0], [0, 0, 4.125]]\n"
+             "f.configuration.box = [20, 20, 20, 0, 0, 0]\nf.configuration.step = 7\n"
+             "t = gsd.hoomd.open('%s/start.gsd', 'wb')\nt.append(f)\nt.close()\n\"",
+             d);
+    ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    char set[4200];
+    snprintf(set, sizeof set, "system.initial=%s/start.gsd", d);
+    const char *sets[] = {set};
+    metro_sim *sim = metro_test_sim("[run]\nsweeps = 10\n[system]\nparticles = 4\n[potential]\nplugin = coulomb_hs\n"
+                                    "valences = 1, -1\nnames = Na, Cl\ndiameters = 2\ncell_radius = 10\n"
+                                    "[sampler]\nplugin = brush\n",
+                                    "cpu", sets, 1);
+    metro_error err = {0};
+    const metro_state *st = metro_sim_state(sim, &err);
+    ck_assert_ptr_nonnull(st);
+    const float want[4][4] = {{0, 0, 0, 0}, {3.25f, 0, 0, 1}, {0, -3.5f, 0, 0}, {0, 0, 4.125f, 1}};
+    for (int i = 0; i < 4; ++i)
+        ck_assert_msg(st->pos[i].x == want[i][0] && st->pos[i].y == want[i][1] && st->pos[i].z == want[i][2] &&
+                          st->pos[i].w == want[i][3],
+                      "particle %d: (%g %g %g | %g)", i, st->pos[i].x, st->pos[i].y, st->pos[i].z, st->pos[i].w);
+    metro_sim_destroy(sim);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     if (system("/usr/bin/python3 -c 'import gsd.hoomd, gsd.pygsd' >/dev/null 2>&1") != 0) {
@@ -186,6 +251,8 @@ int main(void)
     tcase_add_test(tc, metropolis_lj_fene);
     tcase_add_test(tc, parallel_tempering_lj_fene);
     tcase_add_test(tc, brush_coulomb_hs);
+    tcase_add_test(tc, readme_workflow);
+    tcase_add_test(tc, start_from_gsd_of_gsd);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }
