@@ -255,6 +255,16 @@ static int restore(void *self, const void *data, size_t size)
     return 0;
 }
 
+/* A frame is staged whole before it is written: GSD chunks (about 28
+ * bytes a particle) or XYZ text (at most about 100). */
+static int memory(void *self, const metro_setup *setup, size_t *host_bytes, size_t *device_bytes)
+{
+    (void)self;
+    *host_bytes = (size_t)setup->particles * 100 + 65536;
+    *device_bytes = 0;
+    return 0;
+}
+
 static const metro_observable_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -263,6 +273,7 @@ static const metro_observable_api api = {
     .finish = finish,
     .save = save,
     .restore = restore,
+    .memory = memory,
 };
 
 METRO_PLUGIN(observable, "trajectory", "1.0.0",
