@@ -27,12 +27,18 @@
  * The CUDA backend: this observable has no measure_device(): it measures
  * from the host copy of the positions that the core brings back in bulk
  * (the sampler's sync, one cudaMemcpy of the whole state) before calling
- * measure().  The frame has to reach the host to be written anyway, and
- * the host copy is written in place, with no further copy; the sampler
- * waits only for that write and its two fdatasyncs (a 16 MB frame of a
- * million ions: tens of milliseconds against about a second per sweep).
+ * measure().  The frame has to reach the host to be written anyway, so a
+ * device path would only move the same copy.
+ *
+ * Writing does not hold up the sampler: measure() copies the frames it is
+ * due to write (a memcpy of the selected replicas) and hands them to a
+ * writer thread of this instance, which formats, writes and syncs them
+ * while the chain goes on.  One batch is in flight at a time: the next
+ * measure() (and save(), finish()) first waits for the previous batch, so
+ * the marks a checkpoint saves count every frame measured before it.
  */
 #include <ctype.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +52,14 @@ typedef struct target {
     metro_frame_mark mark;
 } target;
 
+/* The batch of frames handed to the writer thread: one per target. */
+typedef struct batch {
+    long long sweep;
+    metro_float4 *pos;       /* [ntargets * particles] */
+    int *replica, *slot;     /* [ntargets] */
+    double *temperature;     /* [ntargets] */
+} batch;
+
 typedef struct trajectory {
     const metro_host_api *host;
     metro_ctx *ctx;
@@ -56,6 +70,14 @@ typedef struct trajectory {
     int particles, species;
     metro_species table[METRO_MAX_SPECIES];
     double cell_radius;
+    /* the writer thread; busy, quit, failed and the marks are shared with
+     * it under mu (the marks only while busy) */
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int busy, quit, failed;
+    batch b;
 } trajectory;
 
 static const metro_param_decl params[] = {
@@ -116,6 +138,19 @@ static void destroy(void *self)
 {
     trajectory *t = self;
     if (!t) return;
+    if (t->started) {
+        pthread_mutex_lock(&t->mu);
+        t->quit = 1;
+        pthread_cond_broadcast(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+        pthread_join(t->thread, NULL); /* a batch in flight is finished first */
+    }
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
+    free(t->b.pos);
+    free(t->b.replica);
+    free(t->b.slot);
+    free(t->b.temperature);
     free(t->t);
     free(t);
 }
@@ -126,6 +161,8 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     if (host->version < 2 || !host->frame_append) return host->fail(ctx, "this metro core cannot write trajectories");
     trajectory *t = calloc(1, sizeof *t);
     if (!t) return host->fail(ctx, "out of memory");
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
     t->host = host;
     t->ctx = ctx;
     t->particles = setup->particles;
@@ -185,10 +222,71 @@ static int cut_back(trajectory *t)
     return 0;
 }
 
+/* Write a batch: each target's frame appended to its file.  On the writer
+ * thread; a failure is recorded by host->frame_append in the instance's
+ * error message, which the next call on the main thread reports. */
+static int write_batch(trajectory *t)
+{
+    for (int k = 0; k < t->ntargets; ++k) {
+        metro_frame f = {
+            .particles = t->particles,
+            .pos = t->b.pos + (size_t)k * (size_t)t->particles,
+            .species = t->species,
+            .species_table = t->table,
+            .cell_radius = t->cell_radius,
+            .sweep = t->b.sweep,
+            .replica = t->b.replica[k],
+            .slot = t->b.slot[k],
+            .temperature = t->b.temperature[k],
+        };
+        if (t->host->frame_append(t->ctx, t->t[k].file, &f, &t->t[k].mark)) return -1;
+    }
+    return 0;
+}
+
+static void *writer(void *arg)
+{
+    trajectory *t = arg;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (!t->busy && !t->quit) pthread_cond_wait(&t->cv, &t->mu);
+        if (!t->busy) break; /* quit, nothing left to write */
+        pthread_mutex_unlock(&t->mu);
+        int bad = write_batch(t);
+        pthread_mutex_lock(&t->mu);
+        t->failed |= bad;
+        t->busy = 0;
+        pthread_cond_broadcast(&t->cv);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return NULL;
+}
+
+/* Wait for the batch in flight; -1 when writing it failed (the message is
+ * the one frame_append recorded). */
+static int wait_idle(trajectory *t)
+{
+    if (!t->started) return 0;
+    pthread_mutex_lock(&t->mu);
+    while (t->busy) pthread_cond_wait(&t->cv, &t->mu);
+    int failed = t->failed;
+    pthread_mutex_unlock(&t->mu);
+    return failed ? -1 : 0;
+}
+
 static int measure(void *self, const metro_state *st)
 {
     trajectory *t = self;
-    if (cut_back(t)) return -1;
+    if (wait_idle(t) || cut_back(t)) return -1;
+    if (!t->b.pos) {
+        t->b.pos = malloc(sizeof *t->b.pos * (size_t)t->ntargets * (size_t)t->particles);
+        t->b.replica = malloc(sizeof *t->b.replica * (size_t)t->ntargets);
+        t->b.slot = malloc(sizeof *t->b.slot * (size_t)t->ntargets);
+        t->b.temperature = malloc(sizeof *t->b.temperature * (size_t)t->ntargets);
+        if (!t->b.pos || !t->b.replica || !t->b.slot || !t->b.temperature)
+            return t->host->fail(t->ctx, "out of memory for %d frames of %d particles", t->ntargets, t->particles);
+    }
+    t->b.sweep = st->sweep;
     for (int k = 0; k < t->ntargets; ++k) {
         int r = t->t[k].index, slot = -1;
         if (t->by_slot) {
@@ -198,19 +296,21 @@ static int measure(void *self, const metro_state *st)
             for (int s = 0; s < st->replicas && slot < 0; ++s)
                 if ((st->slot_replica ? st->slot_replica[s] : s) == r) slot = s;
         }
-        metro_frame f = {
-            .particles = st->particles,
-            .pos = st->pos + (size_t)r * (size_t)st->particles,
-            .species = t->species,
-            .species_table = t->table,
-            .cell_radius = t->cell_radius,
-            .sweep = st->sweep,
-            .replica = r,
-            .slot = slot,
-            .temperature = slot >= 0 && st->beta && st->beta[slot] > 0 ? 1.0 / st->beta[slot] : 0.0,
-        };
-        if (t->host->frame_append(t->ctx, t->t[k].file, &f, &t->t[k].mark)) return -1;
+        memcpy(t->b.pos + (size_t)k * (size_t)t->particles, st->pos + (size_t)r * (size_t)st->particles,
+               sizeof *t->b.pos * (size_t)t->particles);
+        t->b.replica[k] = r;
+        t->b.slot[k] = slot;
+        t->b.temperature[k] = slot >= 0 && st->beta && st->beta[slot] > 0 ? 1.0 / st->beta[slot] : 0.0;
     }
+    if (!t->started) {
+        if (pthread_create(&t->thread, NULL, writer, t) != 0)
+            return write_batch(t); /* no thread to be had: write here */
+        t->started = 1;
+    }
+    pthread_mutex_lock(&t->mu);
+    t->busy = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
     return 0;
 }
 
@@ -218,7 +318,7 @@ static int finish(void *self, const metro_state *st)
 {
     trajectory *t = self;
     (void)st;
-    if (cut_back(t)) return -1;
+    if (wait_idle(t) || cut_back(t)) return -1;
     for (int k = 0; k < t->ntargets && k < 4; ++k)
         t->host->log(t->ctx, METRO_LOG_INFO, "%s: %llu frames", t->t[k].file, (unsigned long long)t->t[k].mark.frames);
     if (t->ntargets > 4) t->host->log(t->ctx, METRO_LOG_INFO, "... and %d more files", t->ntargets - 4);
@@ -231,6 +331,7 @@ static int finish(void *self, const metro_state *st)
 static int save(void *self)
 {
     trajectory *t = self;
+    if (wait_idle(t)) return -1; /* the marks must count every frame measured */
     uint64_t h[2] = {TRAJ_MAGIC, (uint64_t)t->ntargets};
     if (t->host->save_bytes(t->ctx, h, sizeof h)) return -1;
     for (int k = 0; k < t->ntargets; ++k)
@@ -255,12 +356,15 @@ static int restore(void *self, const void *data, size_t size)
     return 0;
 }
 
-/* A frame is staged whole before it is written: GSD chunks (about 28
- * bytes a particle) or XYZ text (at most about 100). */
+/* The copy handed to the writer, and a frame staged whole before it is
+ * written: GSD chunks (about 28 bytes a particle) or XYZ text (at most
+ * about 100). */
 static int memory(void *self, const metro_setup *setup, size_t *host_bytes, size_t *device_bytes)
 {
-    (void)self;
-    *host_bytes = (size_t)setup->particles * 100 + 65536;
+    trajectory *t = self;
+    /* the batch of positions, plus the staging of one frame */
+    *host_bytes = (size_t)t->ntargets * (size_t)setup->particles * sizeof(metro_float4) +
+                  (size_t)setup->particles * 100 + 65536;
     *device_bytes = 0;
     return 0;
 }
