@@ -178,7 +178,9 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
                 char names[METRO_MAX_SPECIES * 20] = "";
                 for (int j = 0; j < s->species; ++j)
                     snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", s->species_table[j].name);
-                rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d has species '%s', which is not one of the potential's (%s)",
+                rc = metro__fail(err, METRO_EUSAGE,
+                                 "%s: particle %d has species '%s', which is not one of the potential's (%s): name the "
+                                 "species alike in the file and in [potential] (coulomb_hs: names = ...)",
                                  w.prefix, i, f.names[f.type[i]], names);
                 goto done;
             }
