@@ -474,7 +474,8 @@ int metro__frames_append(const char *path, const metro_frame *f, metro_frame_mar
     metro__frame_format fmt = metro__frames_format_of(path);
     if (fmt == METRO__FRAMES_UNKNOWN)
         return ferr(err, nerr, "%s: unknown trajectory format (allowed extensions: .gsd, .xyz, .extxyz)", path);
-    if (frame_check(f, err, nerr)) return -1;
+    char why_frame[1024];
+    if (frame_check(f, why_frame, sizeof why_frame)) return ferr(err, nerr, "%s: %s", path, why_frame);
     int fresh = mark->frames == 0 && mark->bytes == 0;
     int fd = open(path, O_RDWR | O_CLOEXEC | (fresh ? O_CREAT | O_TRUNC : 0), 0644);
     if (fd < 0) return ferr(err, nerr, "%s: cannot be %s: %s", path, fresh ? "created" : "opened", strerror(errno));
