@@ -150,7 +150,10 @@ typedef struct metro_host_api {
      * synced as it is written and becomes visible to readers only whole.
      * *mark is where the file stands and is advanced by the call: a zeroed
      * mark creates (replaces) the file; otherwise the file must be exactly
-     * as that mark left it.  Without a run directory nothing is written. */
+     * as that mark left it.  Without a run directory nothing is written.
+     * It may be called from a thread of the plugin's own while no other
+     * call of the plugin with the same ctx runs (a failure's message is
+     * ctx's, reported by the plugin's next call returning non-zero). */
     int (*frame_append)(metro_ctx *ctx, const char *filename, const metro_frame *frame,
                         metro_frame_mark *mark);
     /* Cut FILENAME back to *mark (one frame_append returned, kept through
