@@ -2,7 +2,7 @@
  *
  *   - round trip: frames written in GSD and extended XYZ read back exactly
  *     (positions, species names, charges, sweep), any frame by index,
- *     negative from the end;
+ *     negative from the end; under another extension, by content;
  *   - a process killed inside an append (after a GSD frame's data but
  *     before its index; after the GSD index moved but before the header
  *     points at it; halfway through an XYZ frame) leaves the complete
@@ -120,6 +120,14 @@ START_TEST(round_trips)
     round_trip("b.gsd", 0);
     round_trip("c.xyz", 1);
     round_trip("d.extxyz", 0);
+    /* another extension: the format by content */
+    char cmd[512], p[256];
+    snprintf(cmd, sizeof cmd, "cp %s/a.gsd %s/a.dat && cp %s/c.xyz %s/c.txt", dir, dir, dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    path_of(p, sizeof p, "a.dat");
+    expect_frame(p, -1, 4, 1);
+    path_of(p, sizeof p, "c.txt");
+    expect_frame(p, 1, 1, 1);
 }
 END_TEST
 
