@@ -236,7 +236,10 @@ static int gsd_fresh(int fd, metro_frame_mark *mark, char *err, size_t nerr, con
         memcpy(p, chunk_name[i], l);
         p += l;
     }
-    int rc = pwrite_all(fd, buf, total, 0) || fdatasync(fd);
+    /* the header last: a file cut short while it is made has none, and
+     * reads as no GSD file rather than a damaged one */
+    int rc = pwrite_all(fd, buf + sizeof h, total - sizeof h, sizeof h) || fdatasync(fd) ||
+             pwrite_all(fd, buf, sizeof h, 0) || fdatasync(fd);
     free(buf);
     if (rc) return ferr(err, nerr, "%s: cannot be written: %s", path, why());
     memset(mark, 0, sizeof *mark);

@@ -7,12 +7,15 @@
  *     GSD and XYZ files (200 GSD frames: the index moves twice); on the
  *     way, `metro resume` of the set-back run with sweeps = 800 (results
  *     only) restores the 800-sweep files exactly;
- *   - bad parameters are refused, naming the key, before anything runs.
+ *   - bad parameters are refused, naming the key, before anything runs;
+ *   - a failed write (a file-size limit) stops the run naming the file,
+ *     and the frames before it read back.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -106,6 +109,39 @@ START_TEST(resume_continues_the_same_files)
 }
 END_TEST
 
+/* A write that fails on the writer thread (a file-size limit) stops the
+ * run with the file's name and the reason; the frames written before stay
+ * whole and readable. */
+START_TEST(write_failure_stops_the_run)
+{
+    char d[] = "/tmp/metro-trajfull-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    char path[1024], cmd[4096];
+    snprintf(path, sizeof path, "%s/full.ini", d);
+    write_ini(path, 2000);
+    /* 64 KiB (ulimit -f counts 512-byte blocks in sh): the GSD header,
+     * its first index and 85 frames fit, the larger index the 86th needs
+     * does not; no checkpoint before that */
+    snprintf(cmd, sizeof cmd, "ulimit -f 128; %s/bin/metro run %s --device cpu --output %s/out --quiet "
+             "--set run.check_every=100000 2>%s/err",
+             METRO_TEST_BINARY_DIR, path, d, d);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d", st);
+    snprintf(path, sizeof path, "%s/err", d);
+    char *e = metro_test_slurp(path);
+    ck_assert_msg(e && strstr(e, "trajectory.gsd: cannot be written: File too large") && strstr(e, "[observable gsd]"),
+                  "%s", e);
+    free(e);
+    snprintf(cmd, sizeof cmd, "run %s/full.ini --device cpu --output %s/again --quiet --set system.initial=%s/out/trajectory.gsd",
+             d, d, d);
+    e = NULL;
+    int rc = metro_test_cli(cmd, NULL, &e);
+    ck_assert_msg(rc == 0, "the frames before the failure do not read back: %s", e);
+    free(e);
+    sh("rm -rf %s", d);
+}
+END_TEST
+
 /* A config whose trajectory section has `extra`: refused with `want`. */
 static void refused(const char *extra, const char *want)
 {
@@ -149,6 +185,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, resume_continues_the_same_files);
     tcase_add_test(tc, bad_parameters);
+    tcase_add_test(tc, write_failure_stops_the_run);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }
