@@ -12,6 +12,11 @@ command -v cc >/dev/null || need+=(gcc)
 have_pc inih || need+=(libinih-dev)
 have_pc check || need+=(check)
 command -v gnuplot >/dev/null || need+=(gnuplot-nox)
+# the trajectory tests read metro's GSD and extended-XYZ files back with the
+# formats' own libraries (Debian's, importable by /usr/bin/python3)
+have_py() { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import $1" 2>/dev/null; }
+have_py gsd.hoomd || need+=(python3-gsd)
+have_py ase.io || need+=(python3-ase)
 if ((${#need[@]})); then
   echo "deps: installing ${need[*]}"
   SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "frames.h"
 #include "util.h"
 
 /* ---- the log ------------------------------------------------------------- */
@@ -178,6 +179,33 @@ static int h_cuda(metro_ctx *ctx, int status, const char *what, ...)
                   cudaGetErrorString((cudaError_t)status));
 }
 
+/* Trajectories (frames.c): plain names in the run directory only, like
+ * open_output; without a run directory (library use, tests) nothing is
+ * written. */
+static int trajectory_path(metro_ctx *ctx, const char *filename, char *path, size_t n)
+{
+    if (!filename || !filename[0] || strchr(filename, '/') || filename[0] == '.')
+        return h_fail(ctx, "'%s' is not a plain file name", filename ? filename : "");
+    snprintf(path, n, "%s/%s", ctx->sim->dir ? ctx->sim->dir : "", filename);
+    return 0;
+}
+
+static int h_frame_append(metro_ctx *ctx, const char *filename, const metro_frame *frame, metro_frame_mark *mark)
+{
+    char path[4200];
+    if (trajectory_path(ctx, filename, path, sizeof path)) return -1;
+    if (!ctx->sim->dir) return 0;
+    return metro__frames_append(path, frame, mark, ctx->err, sizeof ctx->err) ? -1 : 0;
+}
+
+static int h_frame_truncate(metro_ctx *ctx, const char *filename, const metro_frame_mark *mark)
+{
+    char path[4200];
+    if (trajectory_path(ctx, filename, path, sizeof path)) return -1;
+    if (!ctx->sim->dir) return 0;
+    return metro__frames_truncate(path, mark, ctx->err, sizeof ctx->err) ? -1 : 0;
+}
+
 const metro_host_api metro__host_api = {
     METRO_ABI_VERSION,
     h_fail,
@@ -195,4 +223,6 @@ const metro_host_api metro__host_api = {
     h_save_bytes,
     h_cuda,
     metro__plot_request,
+    h_frame_append,
+    h_frame_truncate,
 };

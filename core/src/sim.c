@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "frames.h"
 #include "util.h"
 
 /* ---- the core's own parameters ------------------------------------------ */
@@ -47,6 +48,10 @@ static const metro_param_decl run_params[] = {
 
 static const metro_param_decl system_params[] = {
     {"particles", METRO_PARAM_INT, NULL, 1, 2147483647.0, NULL, "", "particles per replica"},
+    {"initial", METRO_PARAM_STRING, "", 0, 0, NULL, "",
+     "start every replica from this configuration (.gsd, or extended .xyz); empty: the potential places the particles"},
+    {"initial_frame", METRO_PARAM_INT, "-1", -9.2e18, 9.2e18, NULL, "",
+     "frame of the initial file: 0 the first, -1 the last, -2 the one before"},
     METRO_PARAM_END};
 
 static const char *const plugin_key[] = {"plugin", NULL};
@@ -340,9 +345,11 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     st->accepted = metro__xcalloc((size_t)st->replicas, sizeof *st->accepted);
     st->attempted = metro__xcalloc((size_t)st->replicas, sizeof *st->attempted);
     double t0 = metro__now();
+    int from_file = *metro__param_string(sim->system, "initial") != 0; /* initial.c */
+    if (from_file && (rc = metro__initial_load(sim, err))) goto fail;
     for (int r = 0; r < st->replicas; ++r) {
         st->slot_replica[r] = r;
-        if (sim->pot_api->initial(sim->pot.self, &sim->pot, st->pos + (size_t)r * st->particles, st->particles)) {
+        if (!from_file && sim->pot_api->initial(sim->pot.self, &sim->pot, st->pos + (size_t)r * st->particles, st->particles)) {
             rc = metro__plugin_failed(&sim->pot, err, METRO_EUSAGE, "could not place the particles");
             goto fail;
         }

@@ -10,7 +10,11 @@
  *                             for one neutral species or two charged ones
  *                             from electroneutrality
  *   names = cation, anion     optional labels (default z+3, z-1, ...)
- * The system must be electroneutral (sum of counts x valences = 0).
+ * The system must be electroneutral (sum of counts x valences = 0) unless
+ *   allow_net_charge = true   then a net charge is run, with a warning: the
+ *                             hard-wall cell has no neutralising background,
+ *                             so the excess charge gathers at the wall and
+ *                             bulk properties are not those of a salt.
  *
  * The cell: give exactly one of
  *   cell_radius = R           Å, the radius of the cavity, or
@@ -97,6 +101,8 @@ static const metro_param_decl params[] = {
      "CPU threads of delta() and total() (0: the OpenMP default, all cores)"},
     {"max_attempts", METRO_PARAM_INT, "1000", 1, 1e9, NULL, "",
      "rejected placements of one ion before initial() gives up"},
+    {"allow_net_charge", METRO_PARAM_BOOL, "false", 0, 0, NULL, "",
+     "run a system whose counts x valences do not sum to 0 (with a warning)"},
     METRO_PARAM_END};
 
 /* ---- create -------------------------------------------------------------- */
@@ -170,8 +176,14 @@ static int read_species(coulomb_hs *c, const metro_params *p, int particles)
         q += (double)c->count[s] * c->z[s];
         qabs += (double)c->count[s] * fabs(c->z[s]);
     }
-    if (fabs(q) > 1e-9 * (qabs + 1.0))
-        return h->fail(c->ctx, "the system is not electroneutral: counts x valences sum to %g e", q);
+    if (fabs(q) > 1e-9 * (qabs + 1.0)) {
+        if (!h->param_bool(p, "allow_net_charge"))
+            return h->fail(c->ctx, "the system is not electroneutral: counts x valences sum to %g e "
+                                   "(allow_net_charge = true runs it anyway)", q);
+        h->log(c->ctx, METRO_LOG_WARN,
+               "the system carries a net charge of %g e (allow_net_charge = true): nothing neutralises it, so the "
+               "excess gathers at the cell wall", q);
+    }
 
     const char *names = h->param_string(p, "names");
     for (int s = 0; s < nz; ++s) {

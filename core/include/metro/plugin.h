@@ -76,6 +76,8 @@ typedef struct metro_params metro_params;
 
 typedef struct metro_rng metro_rng;   /* cuRAND Philox4_32_10 stream */
 typedef struct metro_ctx metro_ctx;   /* one plugin instance's link to the run */
+typedef struct metro_frame metro_frame;           /* a configuration for a trajectory */
+typedef struct metro_frame_mark metro_frame_mark; /* where a trajectory file stands */
 
 typedef enum metro_log_level {
     METRO_LOG_ERROR = 0, METRO_LOG_WARN, METRO_LOG_INFO, METRO_LOG_DEBUG
@@ -140,6 +142,26 @@ typedef struct metro_host_api {
      * made from the committed files).  A missing gnuplot or a failing
      * script is logged as a warning, never an error. */
     void (*plot)(metro_ctx *ctx, const char *script);
+    /* Trajectories (metro_frame, metro_frame_mark below).  Append one
+     * configuration to the trajectory FILENAME in the run directory, in the
+     * format its extension names: .gsd (HOOMD-blue's GSD, schema hoomd) or
+     * .xyz / .extxyz (extended XYZ as ASE and OVITO read it).  Unlike
+     * open_output() files, a trajectory grows during the run: each frame is
+     * synced as it is written and becomes visible to readers only whole.
+     * *mark is where the file stands and is advanced by the call: a zeroed
+     * mark creates (replaces) the file; otherwise the file must be exactly
+     * as that mark left it.  Without a run directory nothing is written.
+     * It may be called from a thread of the plugin's own while no other
+     * call of the plugin with the same ctx runs (a failure's message is
+     * ctx's, reported by the plugin's next call returning non-zero). */
+    int (*frame_append)(metro_ctx *ctx, const char *filename, const metro_frame *frame,
+                        metro_frame_mark *mark);
+    /* Cut FILENAME back to *mark (one frame_append returned, kept through
+     * save()/restore()), so that a resumed run continues the file exactly
+     * as a straight run writes it; a zeroed mark removes the file.  Call it
+     * from measure()/finish(), not from restore(): the run directory is
+     * locked only after restore(). */
+    int (*frame_truncate)(metro_ctx *ctx, const char *filename, const metro_frame_mark *mark);
 } metro_host_api;
 
 /* ---- the simulated state ------------------------------------------------ */
@@ -204,6 +226,31 @@ typedef struct metro_state {
      * or a check reads pos/energy/slot_replica on the host it calls the
      * sampler's sync(CUDA->host). */
 } metro_state;
+
+/* ---- trajectory frames (host->frame_append) ------------------------------ */
+
+/* One configuration to be written: a replica's particles with what the
+ * file says about them. */
+struct metro_frame {
+    int particles;
+    const metro_float4 *pos;          /* x, y, z; w = species index (0 without species) */
+    int species;                      /* rows of species_table; 0: one kind of particle */
+    const metro_species *species_table;
+    double cell_radius;               /* spherical cell; 0 = open space */
+    long long sweep;
+    int replica;                      /* the replica these positions belong to */
+    int slot;                         /* its temperature slot, -1 when not known */
+    double temperature;               /* of that slot (1/beta), 0 when not known */
+};
+
+/* Where a trajectory file stands after the last complete frame: what an
+ * observable saves so that a resumed run can cut the file back to it.
+ * Opaque but for frames; all zeros: no file yet. */
+struct metro_frame_mark {
+    uint64_t frames;                  /* complete frames */
+    uint64_t bytes;                   /* length of the file */
+    uint64_t index_at, index_entries; /* GSD: where its index lies, its capacity */
+};
 
 /* ---- kind-specific host tables ------------------------------------------ */
 

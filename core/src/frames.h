@@ -1,0 +1,64 @@
+/* core/src/frames.h — trajectory files: GSD (HOOMD-blue's binary format,
+ * schema "hoomd") and extended XYZ (as ASE and OVITO read it), written a
+ * frame at a time and read back (frames.c).
+ *
+ * Writing is stateless: the file on disk plus the caller's metro_frame_mark
+ * say everything, so an observable's save()/restore() of its mark is all a
+ * resumed run needs to continue the file exactly.
+ */
+#ifndef METRO__FRAMES_H
+#define METRO__FRAMES_H
+
+#include <stddef.h>
+
+#include "metro/metro.h"
+#include "metro/plugin.h"
+
+typedef enum metro__frame_format {
+    METRO__FRAMES_UNKNOWN = 0,
+    METRO__FRAMES_GSD = 1,
+    METRO__FRAMES_XYZ = 2
+} metro__frame_format;
+
+/* The format a file name's extension names (.gsd; .xyz, .extxyz). */
+metro__frame_format metro__frames_format_of(const char *path);
+
+/* Append frame to path (see host->frame_append); 0, or -1 with why in err. */
+int metro__frames_append(const char *path, const metro_frame *frame, metro_frame_mark *mark, char *err,
+                         size_t nerr);
+/* Cut path back to *mark (see host->frame_truncate). */
+int metro__frames_truncate(const char *path, const metro_frame_mark *mark, char *err, size_t nerr);
+
+/* One frame read back.  type[i] indexes names (the file's own species
+ * names: GSD particles/types, XYZ the metro_species column, else the
+ * species column); charge is NULL when the file has none. */
+typedef struct metro__frame_in {
+    long index;            /* which frame (0 = first) */
+    long frames;           /* complete frames in the file */
+    int particles;
+    float *xyz;            /* [3 * particles] */
+    int *type;             /* [particles] */
+    double *charge;        /* [particles] or NULL */
+    int ntypes;
+    char (*names)[64];     /* [ntypes] */
+    long long step;        /* sweep of the frame, -1 when not recorded */
+    int partial_tail;      /* XYZ: an incomplete frame after the last one was ignored */
+} metro__frame_in;
+
+/* Read frame `want` (0 first, -1 last, -2 the one before ...) of path,
+ * GSD or extended XYZ by extension or else by content.  0, or -1 with a
+ * message naming the file (and frame, line or chunk) in err. */
+int metro__frames_read(const char *path, long want, metro__frame_in *out, char *err, size_t nerr);
+void metro__frame_in_free(metro__frame_in *f);
+
+/* Tests only: make an append stop the process midway (see frames.c). */
+extern int metro__frames_test_stop;
+
+/* initial.c: [system] initial = FILE.  Reads the frame initial_frame,
+ * checks it against the potential (particle count, species, charges,
+ * cell, hard cores, bonds, finite energy) and places it in every replica
+ * of sim's state.  A refusal names the config key, the file, the frame and
+ * the particle. */
+int metro__initial_load(metro_sim *sim, metro_error *err);
+
+#endif
