@@ -40,6 +40,9 @@ static const char *const RESUMABLE[] = {"sweeps", "output", "device", "check_eve
 
 static int resumable(const char *section, const char *key)
 {
+    /* where the first configuration came from: a resume starts from the
+     * checkpoint's */
+    if (!strcmp(section, "system")) return !strcmp(key, "initial") || !strcmp(key, "initial_frame");
     if (strcmp(section, "run")) return 0;
     for (int i = 0; RESUMABLE[i]; ++i)
         if (!strcmp(key, RESUMABLE[i])) return 1;
@@ -268,7 +271,8 @@ int metro__checkpoint_check(metro_sim *sim, metro_error *err)
         name_differences(theirs, mine, diff, sizeof diff);
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: belongs to another chain; a resume may change only [run] sweeps, output, device, "
-                         "check_every, checkpoint_minutes, drift_tolerance. What differs:\n%s",
+                         "check_every, checkpoint_minutes, drift_tolerance, systems, scan and [system] initial, "
+                         "initial_frame. What differs:\n%s",
                          used, diff[0] ? diff : "  (the plugins' order)");
     }
     free(mine);
@@ -283,6 +287,18 @@ int metro__checkpoint_check(metro_sim *sim, metro_error *err)
                            "%s: written for %d particles x %d replicas with %d observables; the config now asks %d x %d with %d",
                            used, n, r, nctx - 2, sim->st.particles, sim->st.replicas, sim->nobs);
     sim->ck_rest = p;
+    return METRO_OK;
+}
+
+int metro__resume_positions(metro_sim *sim, metro_error *err)
+{
+    metro_state *st = &sim->st;
+    const unsigned char *p = sim->ck_rest, *end = sim->ck + sim->ck_size - 8;
+    int32_t head[4];
+    int64_t sweep;
+    if (cget(&p, end, head, sizeof head) || cget(&p, end, &sweep, 8) ||
+        cget(&p, end, st->pos, sizeof *st->pos * (size_t)st->particles * (size_t)st->replicas))
+        return metro__fail(err, METRO_ERUN, "%s/checkpoint.bin: truncated", sim->dir ? sim->dir : ".");
     return METRO_OK;
 }
 

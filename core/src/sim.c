@@ -345,11 +345,18 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     st->accepted = metro__xcalloc((size_t)st->replicas, sizeof *st->accepted);
     st->attempted = metro__xcalloc((size_t)st->replicas, sizeof *st->attempted);
     double t0 = metro__now();
-    int from_file = *metro__param_string(sim->system, "initial") != 0; /* initial.c */
-    if (from_file && (rc = metro__initial_load(sim, err))) goto fail;
+    /* resuming: the checkpoint's positions, so that nothing is placed (and
+     * an initial file may be gone); else the initial file (initial.c) or
+     * the potential's own placement */
+    int placed = sim->ck != NULL;
+    if (placed && (rc = metro__resume_positions(sim, err))) goto fail;
+    if (!placed && *metro__param_string(sim->system, "initial")) {
+        if ((rc = metro__initial_load(sim, err))) goto fail;
+        placed = 1;
+    }
     for (int r = 0; r < st->replicas; ++r) {
         st->slot_replica[r] = r;
-        if (!from_file && sim->pot_api->initial(sim->pot.self, &sim->pot, st->pos + (size_t)r * st->particles, st->particles)) {
+        if (!placed && sim->pot_api->initial(sim->pot.self, &sim->pot, st->pos + (size_t)r * st->particles, st->particles)) {
             rc = metro__plugin_failed(&sim->pot, err, METRO_EUSAGE, "could not place the particles");
             goto fail;
         }

@@ -138,6 +138,8 @@ void metro__outputs_discard(metro_sim *sim);
  * checkpoint of another chain: its recorded identity must equal this
  * config's, but for the keys a resume may change. */
 int metro__checkpoint_check(metro_sim *sim, metro_error *err);
+/* Only the positions of sim->ck into the state, in place of a placement. */
+int metro__resume_positions(metro_sim *sim, metro_error *err);
 /* The state part of sim->ck into the state (before the sampler starts). */
 int metro__resume_state(metro_sim *sim, metro_error *err);
 /* The rest: every plugin's saved state (after the sampler started). */
