@@ -107,9 +107,10 @@ static int ctx_save(metro_ctx *c, int i)
 
 int metro_sim_checkpoint(metro_sim *sim, metro_error *err)
 {
-    if (!sim->dir) return METRO_OK;
+    /* every rank syncs (a collective where the replicas are spread), the
+     * writer writes */
     int rc = metro__sync(sim, err);
-    if (rc) return rc;
+    if (rc || !sim->dir) return rc;
     metro_state *st = &sim->st;
     cbuf b = {0};
     size_t idlen = 0;

@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "loader.h"
+#include "ranks.h"
 #include "metro/metro.h"
 #include "util.h"
 
@@ -108,8 +109,9 @@ static int cmd_run(int argc, char **argv, int resume)
     if (rc == METRO_OK && opt.dry_run) {
         rc = metro_sim_plan(sim, stdout);
     } else if (rc == METRO_OK) {
-        fprintf(stderr, "metro: backend %s: %s\n",
-                metro_sim_backend(sim) == METRO_BACKEND_CUDA ? "cuda" : "cpu", metro_sim_device_name(sim));
+        if (metro__rank() == 0)
+            fprintf(stderr, "metro: backend %s: %s%s\n", metro_sim_backend(sim) == METRO_BACKEND_CUDA ? "cuda" : "cpu",
+                    metro_sim_device_name(sim), metro__ranks() > 1 ? " (rank 0 of an MPI run)" : "");
         rc = metro_sim_run(sim, &err);
     }
     if (rc) print_errors(&err);
@@ -175,8 +177,15 @@ int metro_main(int argc, char **argv)
         printf("metro %s (plugin ABI %u)\n", METRO_VERSION_STRING, METRO_ABI_VERSION);
         return METRO_OK;
     }
-    if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2, 0);
-    if (!strcmp(cmd, "resume") || !strcmp(cmd, "analyze")) return cmd_run(argc - 2, argv + 2, 1);
+    if (!strcmp(cmd, "run") || !strcmp(cmd, "resume") || !strcmp(cmd, "analyze")) {
+        /* an MPI build under mpirun: every rank runs this; a failure on one
+         * rank ends them all rather than leave the others in a collective */
+        metro__ranks_init(&argc, &argv);
+        int rc = cmd_run(argc - 2, argv + 2, strcmp(cmd, "run") != 0);
+        if (rc) metro__ranks_abort(rc);
+        metro__ranks_finalize();
+        return rc;
+    }
     if (!strcmp(cmd, "list")) return argc == 2 ? cmd_list() : bad_usage("%s", "list takes no arguments");
     if (!strcmp(cmd, "describe"))
         return argc == 3 ? cmd_describe(argv[2]) : bad_usage("%s", "describe needs one PLUGIN name");

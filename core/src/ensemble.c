@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ranks.h"
 #include "util.h"
 
 #define MAX_SYSTEMS 4096
@@ -143,6 +144,7 @@ static void system_options(const metro_options *opt, const ensemble *e, int i, s
 {
     s->o = *opt;
     s->o.quiet = 1;
+    s->o.whole = 1; /* under MPI a system belongs to one rank, whole */
     s->sets = metro__xcalloc((size_t)opt->nsets + 4, sizeof *s->sets);
     for (int j = 0; j < opt->nsets; ++j) s->sets[j] = opt->sets[j];
     int n = opt->nsets;
@@ -368,7 +370,10 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         if ((rc = metro_sim_create(&dry, &s, err))) metro__fail(err, rc, "(system %d of %d)", i, e.k);
         metro_sim_destroy(s);
     }
-    if (!rc && !opt->resume) {
+    /* under MPI, rank s runs systems s, s + S, s + 2S, ...; rank 0 writes
+     * the ensemble's own files */
+    const int me = metro__rank(), S = metro__ranks();
+    if (!rc && !opt->resume && me == 0) {
         if (metro__mkdirs(e.dir)) rc = metro__fail(err, METRO_EUSAGE, "%s: cannot create the run directory: %s", e.dir, strerror(errno));
         char *text = rc ? NULL : metro__read_file(opt->config_path, NULL);
         if (text) {
@@ -387,23 +392,27 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
             free(text);
         }
     }
-    for (int i = 0; i < e.k && !rc; ++i)
+    metro__ranks_barrier(); /* the ensemble's folder exists before any system's */
+    for (int i = me; i < e.k && !rc; i += S)
         if ((rc = metro_sim_create(&so[i].o, &jobs[i].sim, err))) metro__fail(err, rc, "(system %d of %d)", i, e.k);
     if (!rc) {
-        fprintf(stderr, "metro: ensemble of %d systems on %s, in %s/system_000 ... system_%03d\n", e.k,
-                metro_sim_device_name(jobs[0].sim), e.dir, e.k - 1);
+        if (me == 0)
+            fprintf(stderr, "metro: ensemble of %d systems on %s%s, in %s/system_000 ... system_%03d\n", e.k,
+                    metro_sim_device_name(jobs[0].sim), S > 1 ? " (spread over the MPI ranks)" : "", e.dir, e.k - 1);
         pthread_t *th = metro__xcalloc((size_t)e.k, sizeof *th);
-        for (int i = 0; i < e.k; ++i)
+        for (int i = me; i < e.k; i += S)
             if (pthread_create(&th[i], NULL, run_one, &jobs[i])) run_one(&jobs[i]), th[i] = 0;
-        for (int i = 0; i < e.k; ++i)
+        for (int i = me; i < e.k; i += S)
             if (th[i]) pthread_join(th[i], NULL);
         free(th);
-        for (int i = 0; i < e.k; ++i)
+        for (int i = me; i < e.k; i += S)
             if (jobs[i].rc) {
                 if (!rc) rc = jobs[i].rc;
                 metro__fail(err, jobs[i].rc, "system %d: %s", i, jobs[i].err.msg);
             }
-        if (!rc) rc = combine_all(&e, err);
+        /* every rank's systems are done (a failed rank ends them all) */
+        metro__ranks_barrier();
+        if (!rc && me == 0) rc = combine_all(&e, err);
     }
     for (int i = 0; i < e.k; ++i) {
         metro_sim_destroy(jobs[i].sim);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "frames.h"
+#include "ranks.h"
 #include "util.h"
 
 /* ---- the log ------------------------------------------------------------- */
@@ -18,6 +19,7 @@
  * run directory is made) are kept and written first when it opens. */
 static void log_line(metro_sim *sim, const char *text)
 {
+    if (!sim->writer) return; /* other MPI ranks: rank 0 logs the run */
     if (sim->log) {
         fputs(text, sim->log);
         fflush(sim->log);
@@ -206,6 +208,23 @@ static int h_frame_truncate(metro_ctx *ctx, const char *filename, const metro_fr
     return metro__frames_truncate(path, mark, ctx->err, sizeof ctx->err) ? -1 : 0;
 }
 
+/* A system spreads over the ranks only when it is the run's one system
+ * (an ensemble gives each rank whole systems instead). */
+static void h_replicas_here(metro_ctx *ctx, int replicas, int *first, int *last)
+{
+    ctx->sim->asked_ranks = 1;
+    if (ctx->sim->spread) metro__rank_range(metro__rank(), metro__ranks(), replicas, first, last);
+    else *first = 0, *last = replicas;
+}
+
+static int h_share_replicas(metro_ctx *ctx, void *array, int replicas, size_t bytes)
+{
+    if (!ctx->sim->spread) return 0;
+    if (metro__ranks_share(array, replicas, bytes))
+        return h_fail(ctx, "MPI: sharing %d replicas of %zu bytes between ranks failed", replicas, bytes);
+    return 0;
+}
+
 const metro_host_api metro__host_api = {
     METRO_ABI_VERSION,
     h_fail,
@@ -225,4 +244,6 @@ const metro_host_api metro__host_api = {
     metro__plot_request,
     h_frame_append,
     h_frame_truncate,
+    h_replicas_here,
+    h_share_replicas,
 };

@@ -84,6 +84,12 @@ void metro__ranks_barrier(void)
     if (metro__ranks() > 1) MPI_Barrier(MPI_COMM_WORLD);
 }
 
+int metro__ranks_agree(int value)
+{
+    if (metro__ranks() > 1) MPI_Bcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return value;
+}
+
 #else
 
 void metro__ranks_init(int *argc, char ***argv) { (void)argc, (void)argv; }
@@ -93,5 +99,6 @@ int metro__rank(void) { return 0; }
 int metro__ranks(void) { return 1; }
 int metro__ranks_share(void *array, int items, size_t bytes) { (void)array, (void)items, (void)bytes; return 0; }
 void metro__ranks_barrier(void) {}
+int metro__ranks_agree(int value) { return value; }
 
 #endif

@@ -22,5 +22,7 @@ void metro__rank_range(int rank, int ranks, int items, int *first, int *last);
  * `bytes` each); afterwards every rank has all of them.  0, or -1. */
 int metro__ranks_share(void *array, int items, size_t bytes);
 void metro__ranks_barrier(void);
+/* Rank 0's value, on every rank. */
+int metro__ranks_agree(int value);
 
 #endif

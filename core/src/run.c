@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ranks.h"
 #include "util.h"
 
 /* ---- interruption ------------------------------------------------------- */
@@ -130,10 +131,17 @@ static int after_chunk(metro_sim *sim, schedule *s, int synced, metro_error *err
         if (!rc) rc = metro_sim_checkpoint(sim, err);
         s->last_ck = metro__now();
         while (s->next_check <= st->sweep) s->next_check += s->check;
-    } else if (sim->checkpoint_minutes > 0 && metro__now() - s->last_ck >= 60 * sim->checkpoint_minutes) {
-        rc = metro_sim_checkpoint(sim, err);
-        s->last_ck = metro__now();
+    } else {
+        /* wall time and signals differ between ranks: rank 0 decides for
+         * all, so the collectives of a checkpoint meet */
+        int due = sim->checkpoint_minutes > 0 && metro__now() - s->last_ck >= 60 * sim->checkpoint_minutes;
+        if (sim->spread) due = metro__ranks_agree(due);
+        if (due) {
+            rc = metro_sim_checkpoint(sim, err);
+            s->last_ck = metro__now();
+        }
     }
+    if (sim->spread) interrupted = metro__ranks_agree(interrupted);
     if (!rc) rc = stop_requested(sim, err);
     return rc;
 }
@@ -168,7 +176,11 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
         rc = metro_sim_advance(sim, k, err);
         if (st->backend == METRO_BACKEND_CUDA) cudaStreamSynchronize((cudaStream_t)sim->stream);
         done += k;
-        if (metro__now() - c0 < 0.2 && chunk < (1 << 20)) chunk *= 2;
+        /* chunks grow while they are short; over MPI rank 0's clock decides
+         * for all, so every rank meets the same collectives */
+        int grow = metro__now() - c0 < 0.2 && chunk < (1 << 20);
+        if (sim->spread) grow = metro__ranks_agree(grow);
+        if (grow) chunk *= 2;
         progress(sim, "equilibration", done, sim->equilibration, t0, done == sim->equilibration);
         if (!rc) rc = after_chunk(sim, &sch, 0, err);
     }

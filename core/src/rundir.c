@@ -51,6 +51,8 @@ int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *e
     char buf[1024];
     const char *out = metro__rundir_path(sim, opt, buf, sizeof buf);
     if (!*out) return METRO_OK;
+    /* other ranks write nothing: only a resume's checkpoint concerns them */
+    if (!sim->writer && !opt->resume) return METRO_OK;
     struct stat sb;
     if (opt->resume) {
         if (!exists(out, "checkpoint.bin") && !exists(out, "checkpoint.bin.prev"))

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "frames.h"
+#include "ranks.h"
 #include "util.h"
 
 /* ---- the core's own parameters ------------------------------------------ */
@@ -291,6 +292,11 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     metro_sim *sim = metro__xcalloc(1, sizeof *sim);
     sim->quiet = opt->quiet;
     sim->lock_fd = -1;
+    /* under MPI one system is spread over the ranks and rank 0 writes it;
+     * an ensemble's system is whole on its rank */
+    sim->spread = !opt->whole && metro__ranks() > 1;
+    sim->writer = opt->whole || metro__rank() == 0;
+    if (!sim->writer) sim->quiet = 1;
     int rc = read_config(sim, opt, err);
     if (rc) goto fail;
     sim->sweeps = metro__param_int(sim->run, "sweeps");
@@ -394,7 +400,10 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     if (sim->ck && (rc = metro__resume_plugins(sim, err))) goto fail;
 
     /* everything is valid: now, and only now, the run directory */
-    if ((rc = metro__rundir_open(sim, opt, err))) goto fail;
+    if (sim->writer && (rc = metro__rundir_open(sim, opt, err))) goto fail;
+    if (sim->spread && !sim->asked_ranks && metro__rank() == 0)
+        metro__log(sim, METRO_LOG_WARN, "%s does not spread its work over MPI ranks: each of the %d ranks runs the whole "
+                                        "system (the same chain)", sim->smp.plugin->d->name, metro__ranks());
     if (opt->resume) metro__log(sim, METRO_LOG_INFO, "resumed from %s/checkpoint.bin at sweep %lld", sim->dir, st->sweep);
     /* the program prints the backend line itself, even with --quiet */
     if (sim->log)

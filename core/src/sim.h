@@ -71,6 +71,9 @@ struct metro_sim {
     const unsigned char *ck_rest; /* its plugins' part, after the state */
     char device_name[512];
     double host_need, device_need; /* bytes, estimated before allocating */
+    int spread;                   /* this system's replicas are spread over MPI ranks */
+    int writer;                   /* this process writes the run directory (rank 0) */
+    int asked_ranks;              /* the sampler asked which replicas are its */
 
     /* CUDA backend */
     void *stream;                 /* cudaStream_t */

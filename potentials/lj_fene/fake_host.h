@@ -102,6 +102,20 @@ static int fake_save_bytes(metro_ctx *c, const void *data, size_t n)
     return 0;
 }
 
+/* One process, every replica its own. */
+static void fake_replicas_here(metro_ctx *ctx, int replicas, int *first, int *last)
+{
+    (void)ctx;
+    *first = 0;
+    *last = replicas;
+}
+
+static int fake_share_replicas(metro_ctx *ctx, void *array, int replicas, size_t bytes)
+{
+    (void)ctx, (void)array, (void)replicas, (void)bytes;
+    return 0;
+}
+
 static const metro_host_api fake_host = {
     .version = METRO_ABI_VERSION,
     .fail = fake_fail,
@@ -114,6 +128,8 @@ static const metro_host_api fake_host = {
     .open_output = fake_open_output,
     .run_dir = fake_run_dir,
     .save_bytes = fake_save_bytes,
+    .replicas_here = fake_replicas_here,
+    .share_replicas = fake_share_replicas,
 };
 
 /* Params for decls from "key=value" strings (at most FAKE_MAX_KV; the

@@ -80,6 +80,7 @@ typedef struct pt {
     metro_ctx *ctx;
     metro_backend backend;
     int nr, ladders, R, n;
+    int first, last;               /* the replicas this process advances (MPI ranks) */
     double *temps;                 /* nr temperatures, ascending */
     float step;
     int step_sqrt;
@@ -369,7 +370,9 @@ static int save(void *vself)
 {
     pt *self = vself;
     if (!self->st) return self->host->fail(self->ctx, "save before start");
-    if (sync_state(self, self->st) || pull_stats(self)) return -1;
+    /* the core syncs before it saves (on the CPU, under MPI, that sync is
+     * the collective that shares the replicas: only the writing rank saves) */
+    if ((self->backend == METRO_BACKEND_CUDA && sync_state(self, self->st)) || pull_stats(self)) return -1;
     size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
     pt_header h = {PT_MAGIC, self->nr, self->ladders, self->n, self->sweep, self->round};
     const metro_host_api *host = self->host;
@@ -418,6 +421,13 @@ static int start(void *vself, metro_state *st, const metro_potential_api *pot, v
     self->st = st;
     self->pot = pot;
     self->pot_self = pot_self;
+    /* Under MPI each rank advances a range of replicas; the exchanges are
+     * decided on every rank alike from everyone's energies, so the chain
+     * is the one process's, whatever the number of ranks. */
+    self->host->replicas_here(self->ctx, self->R, &self->first, &self->last);
+    if (self->backend == METRO_BACKEND_CUDA && (self->first != 0 || self->last != self->R))
+        return self->host->fail(self->ctx, "spreading replicas over MPI ranks runs on the CPU backend in this version "
+                                           "(--device cpu, or one rank per GPU run)");
     size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
     self->replica_slot = malloc(R * sizeof(int));
     self->slot_step = malloc(R * sizeof(float));
@@ -459,7 +469,7 @@ static int start(void *vself, metro_state *st, const metro_potential_api *pot, v
  * thread, trials through the potential's delta(). */
 static void cpu_sweeps(pt *self, metro_state *st, long seg)
 {
-    const int n = self->n, R = self->R;
+    const int n = self->n, R = self->last - self->first;
     const unsigned long long sweep0 = self->sweep;
     const metro_potential_api *pot = self->pot;
     void *ps = self->pot_self;
@@ -469,7 +479,7 @@ static void cpu_sweeps(pt *self, metro_state *st, long seg)
     int par = nt > 1 && R > 1 && (double)R * seg * n * n > 1e6;
 #pragma omp parallel for schedule(static) num_threads(nt) if (par)
 #endif
-    for (int r = 0; r < R; ++r) {
+    for (int r = self->first; r < self->last; ++r) {
         metro_float4 *p = st->pos + (size_t)r * n;
         double E = st->energy[r];
         const double beta = st->beta[self->replica_slot[r]];
@@ -547,6 +557,7 @@ static int advance(void *vself, metro_state *st, long sweeps)
         self->sweep += (unsigned long long)seg;
         sweeps -= seg;
         if (self->nr > 1 && self->sweep % (unsigned long long)self->M == 0) {
+            if (!cuda && self->host->share_replicas(self->ctx, st->energy, self->R, sizeof *st->energy)) return -1;
             metro_pt_exchange_args a = exchange_args(self, cuda);
             int parity = (int)(self->round & 1);
             long long pairs = (long long)((self->nr - parity) / 2) * self->ladders;
@@ -570,7 +581,14 @@ static int advance(void *vself, metro_state *st, long sweeps)
 static int sync_state(void *vself, metro_state *st)
 {
     pt *self = vself;
-    if (self->backend != METRO_BACKEND_CUDA) return 0;
+    if (self->backend != METRO_BACKEND_CUDA) {
+        /* every rank gets every replica (a no-op with one rank) */
+        const metro_host_api *h = self->host;
+        return h->share_replicas(self->ctx, st->pos, self->R, (size_t)self->n * sizeof *st->pos) ||
+               h->share_replicas(self->ctx, st->energy, self->R, sizeof *st->energy) ||
+               h->share_replicas(self->ctx, st->accepted, self->R, sizeof *st->accepted) ||
+               h->share_replicas(self->ctx, st->attempted, self->R, sizeof *st->attempted) ? -1 : 0;
+    }
     cudaStream_t s = (cudaStream_t)self->host->stream(self->ctx);
     size_t R = (size_t)self->R;
     PT_CUDA(cudaMemcpyAsync(st->pos, st->d_pos, R * self->n * sizeof(metro_float4), cudaMemcpyDeviceToHost, s), "reading positions");

@@ -40,6 +40,9 @@ typedef struct metro_options {
     int resume;                       /* continue the run in `output` from its
                                          checkpoint.bin (config_path is then
                                          normally output/config.ini) */
+    int whole;                        /* MPI: this process runs the whole system
+                                         and writes it (an ensemble's systems);
+                                         0: one system spread over the ranks */
     int dry_run;                      /* validate, create the plugins and size
                                          the run, then stop: metro_sim_plan()
                                          prints it; nothing is written */

@@ -162,6 +162,16 @@ typedef struct metro_host_api {
      * from measure()/finish(), not from restore(): the run directory is
      * locked only after restore(). */
     int (*frame_truncate)(metro_ctx *ctx, const char *filename, const metro_frame_mark *mark);
+    /* Ranks (an MPI build running one system over several processes).
+     * The replicas this process advances: [*first, *last) of `replicas`;
+     * the whole range in a plain build or with one rank.  A sampler that
+     * asks spreads its replicas over ranks; one that never asks runs whole
+     * on every rank (the same chain, computed several times). */
+    void (*replicas_here)(metro_ctx *ctx, int replicas, int *first, int *last);
+    /* array holds one record of `bytes` per replica, each process having
+     * written its own [first, last): afterwards every process has every
+     * record (collective: every rank calls it, in the same order). */
+    int (*share_replicas)(metro_ctx *ctx, void *array, int replicas, size_t bytes);
 } metro_host_api;
 
 /* ---- the simulated state ------------------------------------------------ */

@@ -1,0 +1,142 @@
+/* test_mpi — runs over MPI ranks (a -DMETRO_MPI=ON build, mpirun on PATH):
+ *
+ *  - parallel tempering with its replicas spread over 1, 2 and 4 ranks
+ *    writes the same bytes (every result and the checkpoint) as one
+ *    process of the plain build;
+ *  - a run stopped on 2 ranks and resumed on 4 ends as the straight run;
+ *  - an ensemble whose systems are spread over 3 ranks writes what one
+ *    process writes.
+ *
+ * Skipped ("skipped: no MPI") in a build without MPI or without mpirun. */
+#define _GNU_SOURCE
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+static char dir[64];
+
+static const char *pt_ini =
+    "[run]\nseed = 21\nsweeps = %d\nequilibration = 200\ncheck_every = 300\n%s\n"
+    "[system]\nparticles = 13\n\n[potential]\nplugin = lj_fene\n\n"
+    "[sampler]\nplugin = parallel_tempering\nt_min = 0.3\nt_max = 2\nreplicas = 7\nladders = 3\nexchange_every = 10\n\n"
+    "[observable energy]\nplugin = energy\nevery = 10\n\n[observable shape]\nplugin = polymer_shape\nevery = 10\n"
+    "reweight = false\nplots = false\n";
+
+static void file(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void file(const char *name, const char *fmt, ...)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
+}
+
+/* metro on `ranks` ranks (0: without mpirun); its status */
+static int mpi(int ranks, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int mpi(int ranks, const char *fmt, ...)
+{
+    char args[2048], cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    if (ranks)
+        snprintf(cmd, sizeof cmd,
+                 "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 "
+                 "mpirun --oversubscribe -np %d %s/bin/metro %s >>%s/log.txt 2>&1",
+                 ranks, METRO_TEST_BINARY_DIR, args, dir);
+    else
+        snprintf(cmd, sizeof cmd, "%s/bin/metro %s >>%s/log.txt 2>&1", METRO_TEST_BINARY_DIR, args, dir);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static void same_dirs(const char *a, const char *b)
+{
+    char cmd[2048];
+    /* every result, and the checkpoint; not the log (times) or config.ini
+     * (its time stamp) */
+    snprintf(cmd, sizeof cmd,
+             "cd %s/%s && for f in *.csv checkpoint.bin; do cmp -s $f %s/%s/$f || { echo \"$f differs\"; exit 1; }; done",
+             dir, a, dir, b);
+    ck_assert_msg(system(cmd) == 0, "%s and %s differ (see above)", a, b);
+}
+
+static void setup_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/metro-mpi-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+START_TEST(rank_count_does_not_change_the_chain)
+{
+    setup_dir();
+    file("pt.ini", pt_ini, 1200, "");
+    ck_assert_int_eq(mpi(0, "run %s/pt.ini --device cpu --output %s/one --quiet", dir, dir), 0);
+    for (int r = 1; r <= 4; r *= 2) {
+        char name[16];
+        snprintf(name, sizeof name, "r%d", r);
+        ck_assert_msg(mpi(r, "run %s/pt.ini --device cpu --output %s/%s --quiet", dir, dir, name) == 0,
+                      "%d ranks failed: see %s/log.txt", r, dir);
+        same_dirs("one", name);
+    }
+    /* stopped on 2 ranks, resumed on 4 */
+    file("half.ini", pt_ini, 600, "");
+    ck_assert_int_eq(mpi(2, "run %s/half.ini --device cpu --output %s/split --quiet", dir, dir), 0);
+    ck_assert_int_eq(mpi(4, "resume %s/split --set run.sweeps=1200 --device cpu --quiet", dir), 0);
+    same_dirs("one", "split");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(ensemble_over_ranks)
+{
+    setup_dir();
+    file("ens.ini", pt_ini, 400, "systems = 5\n");
+    ck_assert_int_eq(mpi(0, "run %s/ens.ini --device cpu --output %s/one --quiet", dir, dir), 0);
+    ck_assert_msg(mpi(3, "run %s/ens.ini --device cpu --output %s/three --quiet", dir, dir) == 0, "see %s/log.txt", dir);
+    for (int k = 0; k < 5; ++k) {
+        char a[64], b[64];
+        snprintf(a, sizeof a, "one/system_%03d", k);
+        snprintf(b, sizeof b, "three/system_%03d", k);
+        same_dirs(a, b);
+    }
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/one/ensemble_energy_stats.csv", dir);
+    snprintf(b, sizeof b, "%s/three/ensemble_energy_stats.csv", dir);
+    ck_assert_msg(metro_test_same_file(a, b), "combined tables differ");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+int main(void)
+{
+#ifndef METRO_MPI
+    printf("skipped: no MPI (configure with -DMETRO_MPI=ON)\n");
+    return 77;
+#else
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        printf("skipped: no MPI (mpirun is not on PATH)\n");
+        return 77;
+    }
+    Suite *s = suite_create("mpi");
+    TCase *tc = tcase_create("ranks");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, rank_count_does_not_change_the_chain);
+    tcase_add_test(tc, ensemble_over_ranks);
+    suite_add_tcase(s, tc);
+    return metro_test_main(s);
+#endif
+}
