@@ -99,6 +99,24 @@ START_TEST(rank_count_does_not_change_the_chain)
 }
 END_TEST
 
+/* With a GPU: the same on CUDA, two ranks (on one GPU, or one each). */
+START_TEST(rank_count_on_the_gpu)
+{
+    if (!metro_test_have_gpu()) {
+        printf("rank_count_on_the_gpu: skipped: no CUDA device\n");
+        return;
+    }
+    setup_dir();
+    file("pt.ini", pt_ini, 1200, "");
+    ck_assert_int_eq(mpi(0, "run %s/pt.ini --device cuda --output %s/one --quiet", dir, dir), 0);
+    ck_assert_msg(mpi(2, "run %s/pt.ini --device cuda --output %s/r2 --quiet", dir, dir) == 0, "see %s/log.txt", dir);
+    same_dirs("one", "r2");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(ensemble_over_ranks)
 {
     setup_dir();
@@ -136,6 +154,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, rank_count_does_not_change_the_chain);
     tcase_add_test(tc, ensemble_over_ranks);
+    tcase_add_test(tc, rank_count_on_the_gpu);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "jit.h"
+#include "ranks.h"
 #include "util.h"
 
 int metro__cuda_fail(metro_error *err, int status, const char *what, ...)
@@ -42,11 +43,17 @@ int metro__choose_backend(metro_sim *sim, const char *want, metro_error *err)
     if (e != cudaSuccess || count == 0)
         return metro__fail(err, METRO_ERUN, "device = cuda: no usable CUDA device (%s); run with --device cpu",
                            e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    /* MPI ranks take the host's GPUs in turn (one each where there are
+     * enough); a plain run takes device 0 */
+    sim->device = metro__rank() % count;
+    CUDA_TRY(cudaSetDevice(sim->device), "selecting device %d", sim->device);
     struct cudaDeviceProp prop;
-    CUDA_TRY(cudaGetDeviceProperties(&prop, 0), "reading the properties of device 0");
+    CUDA_TRY(cudaGetDeviceProperties(&prop, sim->device), "reading the properties of device %d", sim->device);
     sim->setup.backend = METRO_BACKEND_CUDA;
-    snprintf(sim->device_name, sizeof sim->device_name, "%s (sm_%d%d, %d SMs)", prop.name, prop.major,
-             prop.minor, prop.multiProcessorCount);
+    char which[32] = "";
+    if (count > 1) snprintf(which, sizeof which, ", device %d of %d", sim->device, count);
+    snprintf(sim->device_name, sizeof sim->device_name, "%s (sm_%d%d, %d SMs%s)", prop.name, prop.major, prop.minor,
+             prop.multiProcessorCount, which);
     return METRO_OK;
 }
 
@@ -69,7 +76,7 @@ int metro__upload(metro_sim *sim, void *dst, const void *src, size_t n, metro_er
 int metro__start_cuda(metro_sim *sim, metro_error *err)
 {
     struct cudaDeviceProp prop;
-    CUDA_TRY(cudaGetDeviceProperties(&prop, 0), "reading the properties of device 0");
+    CUDA_TRY(cudaGetDeviceProperties(&prop, sim->device), "reading the properties of device %d", sim->device);
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", prop.major, prop.minor);
     metro__ir irs[3 + 64];

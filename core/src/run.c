@@ -149,6 +149,8 @@ static int after_chunk(metro_sim *sim, schedule *s, int synced, metro_error *err
 int metro_sim_run(metro_sim *sim, metro_error *err)
 {
     metro_state *st = &sim->st;
+    /* the device is per host thread: an ensemble runs each system on its own */
+    if (st->backend == METRO_BACKEND_CUDA) cudaSetDevice(sim->device);
     interrupted = 0;
     void (*old_int)(int) = signal(SIGINT, on_signal);
     void (*old_term)(int) = signal(SIGTERM, on_signal);
@@ -205,7 +207,9 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
             const metro_observable_api *a = sim->obs[i].plugin->d->api;
             int d = done % sim->obs[i].every == 0;
             due |= d;
-            host |= d && (st->backend != METRO_BACKEND_CUDA || !a->measure_device);
+            /* spread over ranks, a device holds only its rank's replicas
+             * between syncs: measure from the shared host copies */
+            host |= d && (st->backend != METRO_BACKEND_CUDA || !a->measure_device || sim->spread);
         }
         int synced = host || st->sweep >= sch.next_check;
         if (synced) rc = metro__sync(sim, err);

@@ -72,6 +72,7 @@ struct metro_sim {
     char device_name[512];
     double host_need, device_need; /* bytes, estimated before allocating */
     int spread;                   /* this system's replicas are spread over MPI ranks */
+    int device;                   /* CUDA device (rank % devices) */
     int writer;                   /* this process writes the run directory (rank 0) */
     int asked_ranks;              /* the sampler asked which replicas are its */
 

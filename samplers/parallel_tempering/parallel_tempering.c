@@ -425,9 +425,6 @@ static int start(void *vself, metro_state *st, const metro_potential_api *pot, v
      * decided on every rank alike from everyone's energies, so the chain
      * is the one process's, whatever the number of ranks. */
     self->host->replicas_here(self->ctx, self->R, &self->first, &self->last);
-    if (self->backend == METRO_BACKEND_CUDA && (self->first != 0 || self->last != self->R))
-        return self->host->fail(self->ctx, "spreading replicas over MPI ranks runs on the CPU backend in this version "
-                                           "(--device cpu, or one rank per GPU run)");
     size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
     self->replica_slot = malloc(R * sizeof(int));
     self->slot_step = malloc(R * sizeof(float));
@@ -523,6 +520,23 @@ static metro_pt_exchange_args exchange_args(pt *self, int device)
     return a;
 }
 
+static int spread(const pt *self)
+{
+    return self->first != 0 || self->last != self->R;
+}
+
+/* CUDA over MPI ranks: every rank's device advances its own replicas, and
+ * the exchange kernel, run alike on every device, needs every energy. */
+static int share_device_energies(pt *self, metro_state *st, cudaStream_t s)
+{
+    size_t f = (size_t)self->first, k = (size_t)(self->last - self->first), R = (size_t)self->R;
+    PT_CUDA(cudaMemcpyAsync(st->energy + f, st->d_energy + f, k * sizeof(double), cudaMemcpyDeviceToHost, s), "reading %zu energies", k);
+    PT_CUDA(cudaStreamSynchronize(s), "reading energies");
+    if (self->host->share_replicas(self->ctx, st->energy, self->R, sizeof *st->energy)) return -1;
+    PT_CUDA(cudaMemcpyAsync(st->d_energy, st->energy, R * sizeof(double), cudaMemcpyHostToDevice, s), "uploading %zu energies", R);
+    return 0;
+}
+
 static int advance(void *vself, metro_state *st, long sweeps)
 {
     pt *self = vself;
@@ -544,11 +558,12 @@ static int advance(void *vself, metro_state *st, long sweeps)
             a.sweep0 = self->sweep;
             a.sweeps = (int)seg;
             a.n = self->n;
-            a.replicas = self->R;
+            a.first = self->first;
+            a.replicas = self->last;
             a.chain = st->chain;
             a.step = self->d_step;
             void *args[] = {&a};
-            dim3 grid = {(unsigned)((self->R + self->rpb - 1) / self->rpb), 1, 1};
+            dim3 grid = {(unsigned)((self->last - self->first + self->rpb - 1) / self->rpb), 1, 1};
             dim3 block = {(unsigned)(self->rpb * self->G), 1, 1};
             PT_CUDA(cudaLaunchKernel((const void *)self->k_sweeps, grid, block, args, self->smem, s), "launching sweeps");
         } else {
@@ -558,6 +573,7 @@ static int advance(void *vself, metro_state *st, long sweeps)
         sweeps -= seg;
         if (self->nr > 1 && self->sweep % (unsigned long long)self->M == 0) {
             if (!cuda && self->host->share_replicas(self->ctx, st->energy, self->R, sizeof *st->energy)) return -1;
+            if (cuda && spread(self) && share_device_energies(self, st, s)) return -1;
             metro_pt_exchange_args a = exchange_args(self, cuda);
             int parity = (int)(self->round & 1);
             long long pairs = (long long)((self->nr - parity) / 2) * self->ladders;
@@ -599,6 +615,19 @@ static int sync_state(void *vself, metro_state *st)
     PT_CUDA(cudaMemcpyAsync(st->accepted, self->d_acc, R * sizeof(long long), cudaMemcpyDeviceToHost, s), "reading counters");
     PT_CUDA(cudaStreamSynchronize(s), "running the sweeps");
     for (size_t r = 0; r < R; ++r) st->attempted[r] = (long long)self->n * (long long)self->sweep;
+    if (spread(self)) {
+        /* every rank gets every replica, and so does its device (the core's
+         * energy check and the observables read the device's copy) */
+        const metro_host_api *h = self->host;
+        if (h->share_replicas(self->ctx, st->pos, self->R, (size_t)self->n * sizeof *st->pos) ||
+            h->share_replicas(self->ctx, st->energy, self->R, sizeof *st->energy) ||
+            h->share_replicas(self->ctx, st->accepted, self->R, sizeof *st->accepted))
+            return -1;
+        PT_CUDA(cudaMemcpyAsync(st->d_pos, st->pos, R * self->n * sizeof(metro_float4), cudaMemcpyHostToDevice, s), "uploading positions");
+        PT_CUDA(cudaMemcpyAsync(st->d_energy, st->energy, R * sizeof(double), cudaMemcpyHostToDevice, s), "uploading energies");
+        PT_CUDA(cudaMemcpyAsync(self->d_acc, st->accepted, R * sizeof(long long), cudaMemcpyHostToDevice, s), "uploading counters");
+        PT_CUDA(cudaStreamSynchronize(s), "uploading the shared replicas");
+    }
     return 0;
 }
 

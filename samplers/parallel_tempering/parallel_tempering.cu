@@ -54,7 +54,7 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
     extern __shared__ float4 pt_smem[];
     const int lane = threadIdx.x % G;
     const int grp = threadIdx.x / G;
-    const int r = blockIdx.x * (blockDim.x / G) + grp;
+    const int r = a.first + blockIdx.x * (blockDim.x / G) + grp;
     if (r >= a.replicas) return; /* whole groups leave: their lanes share no mask with others */
     const unsigned mask = G == 32 ? 0xffffffffu : ((1u << G) - 1u) << (threadIdx.x % 32 / G * G);
     const int n = a.n;

@@ -130,6 +130,7 @@ typedef struct metro_pt_sweep_args {
     const float *step;              /* trial step of each slot */
     int sweeps;
     int n, replicas, chain;
+    int first;                      /* replicas [first, replicas) advance: this rank's */
 } metro_pt_sweep_args;
 
 /* parallel_tempering_exchange: one exchange round, a thread per pair. */
