@@ -141,14 +141,6 @@ END_TEST
 
 int main(void)
 {
-#ifndef METRO_MPI
-    printf("skipped: no MPI (configure with -DMETRO_MPI=ON)\n");
-    return 77;
-#else
-    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
-        printf("skipped: no MPI (mpirun is not on PATH)\n");
-        return 77;
-    }
     Suite *s = suite_create("mpi");
     TCase *tc = tcase_create("ranks");
     tcase_set_timeout(tc, 600);
@@ -156,6 +148,16 @@ int main(void)
     tcase_add_test(tc, ensemble_over_ranks);
     tcase_add_test(tc, rank_count_on_the_gpu);
     suite_add_tcase(s, tc);
+#ifndef METRO_MPI
+    suite_free(s);
+    printf("skipped: no MPI (configure with -DMETRO_MPI=ON)\n");
+    return 77;
+#else
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        suite_free(s);
+        printf("skipped: no MPI (mpirun is not on PATH)\n");
+        return 77;
+    }
     return metro_test_main(s);
 #endif
 }
