@@ -149,7 +149,7 @@ int main(void)
     tcase_add_test(tc, rank_count_on_the_gpu);
     suite_add_tcase(s, tc);
 #ifndef METRO_MPI
-    suite_free(s);
+    (void)s; /* Check keeps suites to the runner; nothing to free */
     printf("skipped: no MPI (configure with -DMETRO_MPI=ON)\n");
     return 77;
 #else
