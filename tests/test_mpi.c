@@ -154,7 +154,7 @@ int main(void)
     return 77;
 #else
     if (system("command -v mpirun >/dev/null 2>&1") != 0) {
-        suite_free(s);
+        (void)s;
         printf("skipped: no MPI (mpirun is not on PATH)\n");
         return 77;
     }
