@@ -21,7 +21,7 @@
 static char dir[64];
 
 static const char *brush_ini =
-    "[run]\nseed = 11\nsweeps = %d\nequilibration = 5\n%s\n[system]\nparticles = 256\n"
+    "[run]\nseed = 11\nsweeps = %d\nequilibration = 5\ncheck_every = 4\n%s\n[system]\nparticles = 256\n"
     "[potential]\nplugin = coulomb_hs\nvalences = 3,-1\ndiameters = 4,4\nconcentration = 0.05\n"
     "[sampler]\nplugin = brush\n\n[observable energy]\nplugin = energy\nevery = 1\n";
 
