@@ -59,9 +59,12 @@ double metro_sim_total_energy(metro_sim *sim, int r, metro_error *err)
     return v;
 }
 
-/* Compare the running energies with a fresh computation; resynchronise
- * them so rounding cannot accumulate. */
-static int check_energy(metro_sim *sim, double *worst, metro_error *err)
+/* Compare the running energies with a fresh computation; with resync,
+ * take the fresh values so rounding cannot accumulate.  The check at the
+ * end of a run only reports: a run extended later (resume --set
+ * run.sweeps=...) then carries the same running energies as one run
+ * straight through, whose schedule has no check there. */
+static int check_energy(metro_sim *sim, double *worst, int resync, metro_error *err)
 {
     metro_state *st = &sim->st;
     double *e = metro__xcalloc((size_t)st->replicas, sizeof *e);
@@ -75,9 +78,9 @@ static int check_energy(metro_sim *sim, double *worst, metro_error *err)
                              "energy check at sweep %lld: replica %d runs at E = %.10g but recomputes to %.10g "
                              "(relative drift %.3g > drift_tolerance %.3g): the sampler's bookkeeping or the potential's delta() is wrong",
                              st->sweep, r, st->energy[r], e[r], drift, sim->drift_tolerance);
-        st->energy[r] = e[r];
+        if (resync) st->energy[r] = e[r];
     }
-    if (!rc && st->backend == METRO_BACKEND_CUDA)
+    if (!rc && resync && st->backend == METRO_BACKEND_CUDA)
         rc = metro__upload(sim, st->d_energy, st->energy, (size_t)st->replicas * sizeof(double), err, "energies");
     free(e);
     return rc;
@@ -127,7 +130,7 @@ static int after_chunk(metro_sim *sim, schedule *s, int synced, metro_error *err
     metro_state *st = &sim->st;
     if (st->sweep >= s->next_check) {
         if (!synced) rc = metro__sync(sim, err);
-        if (!rc) rc = check_energy(sim, &s->worst, err);
+        if (!rc) rc = check_energy(sim, &s->worst, 1, err);
         if (!rc) rc = metro_sim_checkpoint(sim, err);
         s->last_ck = metro__now();
         while (s->next_check <= st->sweep) s->next_check += s->check;
@@ -227,7 +230,7 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
     }
     double t_finish = metro__now();
     if (!rc) rc = metro__sync(sim, err);
-    if (!rc) rc = check_energy(sim, &sch.worst, err);
+    if (!rc) rc = check_energy(sim, &sch.worst, 0, err);
     if (!rc) rc = metro_sim_checkpoint(sim, err);
     if (!rc && sim->smp_api->finish(sim->smp.self, st))
         rc = metro__plugin_failed(&sim->smp, err, METRO_ERUN, "could not write its results");
