@@ -1,0 +1,355 @@
+/* hier_tree.c — the octree of hier_tree.h: lists, moments, and the
+ * enclosure of the potential at a point (DESIGN.md, "Error bounds"). */
+#include "hier_tree.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int ncoef_of(int p)
+{
+    return (p + 1) * (p + 2) * (p + 3) / 6;
+}
+
+static size_t cells_of(const hier_tree *t, int l)
+{
+    return (size_t)t->m[l] * (size_t)t->m[l] * (size_t)t->m[l];
+}
+
+/* The multi-index tables, degree by degree (kx descending, then ky). */
+static int build_indices(hier_tree *t)
+{
+    const int p = t->p, nc = t->ncoef;
+    t->k = malloc((size_t)nc * sizeof *t->k);
+    t->prev1 = malloc((size_t)nc * sizeof *t->prev1);
+    t->prev2 = malloc((size_t)nc * sizeof *t->prev2);
+    t->deg = malloc((size_t)nc * sizeof *t->deg);
+    if (!t->k || !t->prev1 || !t->prev2 || !t->deg) return -1;
+    int c = 0;
+    for (int d = 0; d <= p; ++d) {
+        t->deg_start[d] = c;
+        for (int kx = d; kx >= 0; --kx)
+            for (int ky = d - kx; ky >= 0; --ky) {
+                t->k[c][0] = (signed char)kx;
+                t->k[c][1] = (signed char)ky;
+                t->k[c][2] = (signed char)(d - kx - ky);
+                t->deg[c] = d;
+                ++c;
+            }
+    }
+    t->deg_start[p + 1] = c;
+    /* k - e_a and k - 2 e_a by search: tables are small (<= 455 entries) */
+    for (int a = 0; a < nc; ++a)
+        for (int ax = 0; ax < 3; ++ax)
+            for (int step = 1; step <= 2; ++step) {
+                int want[3] = {t->k[a][0], t->k[a][1], t->k[a][2]};
+                want[ax] -= step;
+                int found = -1;
+                if (want[ax] >= 0)
+                    for (int b = 0; b < nc; ++b)
+                        if (t->k[b][0] == want[0] && t->k[b][1] == want[1] && t->k[b][2] == want[2]) {
+                            found = b;
+                            break;
+                        }
+                if (step == 1)
+                    t->prev1[a][ax] = found;
+                else
+                    t->prev2[a][ax] = found;
+            }
+    return 0;
+}
+
+int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_hs_params *prm, int p, int L,
+                   double Rt)
+{
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->p = p;
+    t->ncoef = ncoef_of(p);
+    t->L = L;
+    t->Rt = Rt;
+    t->pos = pos;
+    t->prm = prm;
+    t->stride = t->ncoef + 2;
+    for (int l = 0; l <= L; ++l) {
+        t->m[l] = 1 << l;
+        t->h[l] = 2.0 * Rt / (double)t->m[l];
+        /* half the diagonal, widened a little: a coordinate rounded onto a
+         * cell's face still lies within rho of its centre */
+        t->rho[l] = 0.5 * sqrt(3.0) * t->h[l] * (1.0 + 1e-9);
+    }
+    t->zmax = 0.0f;
+    for (int s = 0; s < METRO_MAX_SPECIES; ++s) t->zmax = fmaxf(t->zmax, fabsf(prm->sp[s].x));
+    if (build_indices(t)) return -1;
+    for (int l = 1; l < L; ++l) {
+        t->mom[l] = malloc(cells_of(t, l) * (size_t)t->stride * sizeof(double));
+        t->cnt[l] = malloc(cells_of(t, l) * sizeof(int));
+        if (!t->mom[l] || !t->cnt[l]) return -1;
+    }
+    size_t nl = cells_of(t, L);
+    t->head = malloc(nl * sizeof(int));
+    t->next = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    t->prev = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    t->leaf = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    if (!t->head || !t->next || !t->prev || !t->leaf) return -1;
+    hier_tree_rebuild(t);
+    return 0;
+}
+
+void hier_tree_free(hier_tree *t)
+{
+    for (int l = 0; l <= HIER_MAX_LEVEL; ++l) {
+        free(t->mom[l]);
+        free(t->cnt[l]);
+    }
+    free(t->head);
+    free(t->next);
+    free(t->prev);
+    free(t->leaf);
+    free(t->k);
+    free(t->prev1);
+    free(t->prev2);
+    free(t->deg);
+    memset(t, 0, sizeof *t);
+}
+
+static inline float charge(const hier_tree *t, metro_float4 a)
+{
+    return t->prm->sp[coulomb_hs_species(a.w)].x;
+}
+
+static inline size_t cell_index(const hier_tree *t, int l, metro_float4 a)
+{
+    size_t ix = (size_t)hier_coord(t, l, a.x), iy = (size_t)hier_coord(t, l, a.y), iz = (size_t)hier_coord(t, l, a.z);
+    return (ix * (size_t)t->m[l] + iy) * (size_t)t->m[l] + iz;
+}
+
+static inline double centre(const hier_tree *t, int l, int i)
+{
+    return -t->Rt + ((double)i + 0.5) * t->h[l];
+}
+
+/* Add sign * (particle a) to the moments of its cell at level l.  The
+ * stored moments carry (-1)^|k|, so evaluation is a plain dot product. */
+static void add_moments(hier_tree *t, int l, metro_float4 a, double sign)
+{
+    const int ix = hier_coord(t, l, a.x), iy = hier_coord(t, l, a.y), iz = hier_coord(t, l, a.z);
+    const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
+    double *M = t->mom[l] + c * (size_t)t->stride;
+    const double z = (double)charge(t, a);
+    const double sx = (double)a.x - centre(t, l, ix), sy = (double)a.y - centre(t, l, iy),
+                 sz = (double)a.z - centre(t, l, iz);
+    double px[HIER_MAX_ORDER + 2], py[HIER_MAX_ORDER + 2], pz[HIER_MAX_ORDER + 2];
+    px[0] = py[0] = pz[0] = 1.0;
+    for (int e = 1; e <= t->p; ++e) {
+        px[e] = px[e - 1] * sx;
+        py[e] = py[e - 1] * sy;
+        pz[e] = pz[e - 1] * sz;
+    }
+    const double s = sqrt(sx * sx + sy * sy + sz * sz);
+    M[0] += sign * fabs(z);
+    M[1] += sign * fabs(z) * pow(s, t->p + 1);
+    for (int k = 0; k < t->ncoef; ++k) {
+        const double term = z * px[t->k[k][0]] * py[t->k[k][1]] * pz[t->k[k][2]];
+        M[2 + k] += (t->deg[k] & 1) ? -sign * term : sign * term;
+    }
+    t->cnt[l][c] += sign > 0 ? 1 : -1;
+}
+
+static void link_leaf(hier_tree *t, int i)
+{
+    const size_t c = cell_index(t, t->L, t->pos[i]);
+    t->leaf[i] = (int)c;
+    t->prev[i] = -1;
+    t->next[i] = t->head[c];
+    if (t->head[c] >= 0) t->prev[t->head[c]] = i;
+    t->head[c] = i;
+}
+
+static void unlink_leaf(hier_tree *t, int i)
+{
+    if (t->prev[i] >= 0)
+        t->next[t->prev[i]] = t->next[i];
+    else
+        t->head[t->leaf[i]] = t->next[i];
+    if (t->next[i] >= 0) t->prev[t->next[i]] = t->prev[i];
+}
+
+void hier_tree_rebuild(hier_tree *t)
+{
+    for (int l = 1; l < t->L; ++l) {
+        memset(t->mom[l], 0, cells_of(t, l) * (size_t)t->stride * sizeof(double));
+        memset(t->cnt[l], 0, cells_of(t, l) * sizeof(int));
+    }
+    const size_t nl = cells_of(t, t->L);
+    for (size_t c = 0; c < nl; ++c) t->head[c] = -1;
+    /* in reverse so each leaf list runs in index order (no effect on the
+     * result beyond rounding, but reproducible) */
+    for (int i = t->n - 1; i >= 0; --i) {
+        link_leaf(t, i);
+        for (int l = 1; l < t->L; ++l) add_moments(t, l, t->pos[i], 1.0);
+    }
+}
+
+void hier_tree_move(hier_tree *t, int i, metro_float4 old)
+{
+    unlink_leaf(t, i);
+    link_leaf(t, i);
+    for (int l = 1; l < t->L; ++l) {
+        add_moments(t, l, old, -1.0);
+        add_moments(t, l, t->pos[i], 1.0);
+    }
+}
+
+/* ---- evaluation ---------------------------------------------------------- */
+
+typedef struct walk {
+    const hier_tree *t;
+    metro_float4 x;
+    double xd[3];
+    int skip;
+    double skip_z, skip_r; /* the skipped particle's charge and distance to x */
+    int skip_cell[HIER_MAX_LEVEL + 1][3];
+    double theta, dcut;
+    int check;
+    float sa_y; /* x's hard-core radius */
+    hier_result *r;
+} walk;
+
+/* A leaf's particles one by one, as the reference computes them: the float
+ * pair energy of coulomb_hs_pair (hard-core test included), summed into Sf
+ * in double; Phi and Phid get |z_b| / r from the same float distance,
+ * widened by 1e-6 (more than its rounding). */
+static void direct(walk *w, size_t c)
+{
+    const hier_tree *t = w->t;
+    hier_result *r = w->r;
+    for (int j = t->head[c]; j >= 0; j = t->next[j]) {
+        if (j == w->skip) continue;
+        const metro_float4 b = t->pos[j];
+        const metro_float4 sb = t->prm->sp[coulomb_hs_species(b.w)];
+        const float r2 = metro_dist2(w->x, b);
+        if (r2 == 0.0f) { /* the reference would form inf * 0 or inf / 0 here */
+            r->degenerate = 1;
+            return;
+        }
+        const float dmin = w->sa_y + sb.y;
+        if (r2 < dmin * dmin) { /* coulomb_hs_pair's test, operation for operation */
+            if (w->check) r->overlap = 1;
+            else r->degenerate = 1; /* never for an allowed configuration */
+            return;
+        }
+        const float e = coulomb_hs_pair(t->prm, w->x, b);
+        const double a = fabs((double)sb.x) * (double)coulomb_hs_rsqrt(r2) * (1.0 + 1e-6);
+        r->Sf += (double)e;
+        r->Phi += a;
+        r->Phid += a;
+        r->adds++;
+        r->direct++;
+    }
+}
+
+/* The expansion of one far cell at y = x - c: Σ_k a_k(y) M'_k with
+ * a_k = D^k(1/|y|)/k! from the three-term recurrence
+ *   |k| |y|^2 a_k = -(2|k| - 1) Σ_a y_a a_{k-e_a} - (|k| - 1) Σ_a a_{k-2e_a}. */
+static double expand(const hier_tree *t, const double *M, const double y[3], double d)
+{
+    double a[(HIER_MAX_ORDER + 1) * (HIER_MAX_ORDER + 2) * (HIER_MAX_ORDER + 3) / 6];
+    const double r2 = d * d, inv_r2 = 1.0 / r2;
+    a[0] = 1.0 / d;
+    double phi = a[0] * M[0];
+    for (int c = 1; c < t->ncoef; ++c) {
+        const int n = t->deg[c];
+        double s1 = 0.0, s2 = 0.0;
+        for (int ax = 0; ax < 3; ++ax) {
+            const int p1 = t->prev1[c][ax], p2 = t->prev2[c][ax];
+            if (p1 >= 0) s1 += y[ax] * a[p1];
+            if (p2 >= 0) s2 += a[p2];
+        }
+        a[c] = -((double)(2 * n - 1) * s1 + (double)(n - 1) * s2) * inv_r2 / (double)n;
+        phi += a[c] * M[c];
+    }
+    return phi;
+}
+
+static void visit(walk *w, int l, int ix, int iy, int iz)
+{
+    const hier_tree *t = w->t;
+    const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
+    if (l == t->L) {
+        if (t->head[c] < 0) return;
+    } else if (l > 0 && t->cnt[l][c] == 0) {
+        return;
+    }
+    if (l > 0 && l < t->L) {
+        const double y[3] = {w->xd[0] - centre(t, l, ix), w->xd[1] - centre(t, l, iy), w->xd[2] - centre(t, l, iz)};
+        const double d = sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2]);
+        const double rho = t->rho[l];
+        if (rho <= w->theta * d && d - rho >= w->dcut) {
+            const double *M = t->mom[l] + c * (size_t)t->stride;
+            hier_result *r = w->r;
+            r->S += expand(t, M + 2, y, d);
+            /* Legendre remainder: each source at s <= rho from the centre
+             * contributes at most |z| (s/d)^(p+1) / (d - s); B = Σ|z| s^(p+1)
+             * (kept incrementally, so allow it a relative 1e-6 and never
+             * above A rho^(p+1), which bounds it exactly) */
+            const double A = M[0] > 0 ? M[0] : 0.0;
+            const double geo = A * pow(rho, t->p + 1);
+            double B = M[1] * (1.0 + 1e-6) + 1e-9 * geo;
+            if (B > geo) B = geo;
+            if (B < 0) B = 0;
+            r->E += B / (pow(d, t->p + 1) * (d - rho));
+            r->Phi += A / (d - rho);
+            r->adds += t->ncoef;
+            r->cells++;
+            if (w->skip >= 0 && w->skip_cell[l][0] == ix && w->skip_cell[l][1] == iy && w->skip_cell[l][2] == iz)
+                r->S -= w->skip_z / w->skip_r; /* the skipped particle is inside this cell's moments */
+            return;
+        }
+    }
+    if (l == t->L) {
+        direct(w, c);
+        return;
+    }
+    for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b)
+            for (int e = 0; e < 2; ++e) {
+                visit(w, l + 1, 2 * ix + a, 2 * iy + b, 2 * iz + e);
+                if (w->r->overlap || w->r->degenerate) return;
+            }
+}
+
+void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_at, double theta, double dcut,
+               int check_overlap, hier_result *r)
+{
+    memset(r, 0, sizeof *r);
+    walk w;
+    w.t = t;
+    w.x = x;
+    w.xd[0] = x.x;
+    w.xd[1] = x.y;
+    w.xd[2] = x.z;
+    w.skip = skip;
+    w.theta = theta;
+    w.dcut = dcut;
+    w.check = check_overlap;
+    w.sa_y = t->prm->sp[coulomb_hs_species(x.w)].y;
+    w.r = r;
+    w.skip_z = 0.0;
+    w.skip_r = 1.0;
+    if (skip >= 0) {
+        w.skip_z = (double)charge(t, skip_at);
+        const double dx = w.xd[0] - (double)skip_at.x, dy = w.xd[1] - (double)skip_at.y,
+                     dz = w.xd[2] - (double)skip_at.z;
+        w.skip_r = sqrt(dx * dx + dy * dy + dz * dz);
+        for (int l = 0; l <= t->L; ++l) {
+            w.skip_cell[l][0] = hier_coord(t, l, skip_at.x);
+            w.skip_cell[l][1] = hier_coord(t, l, skip_at.y);
+            w.skip_cell[l][2] = hier_coord(t, l, skip_at.z);
+        }
+        /* x at the skipped particle's own position: the skip is never in a
+         * far cell then (the cell holding x is always opened) */
+        if (w.skip_r == 0.0) w.skip_r = 1.0;
+    }
+    visit(&w, 0, 0, 0, 0);
+}
