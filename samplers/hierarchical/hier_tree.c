@@ -6,6 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+static inline double ipow(double x, int e)
+{
+    double r = 1.0;
+    for (int k = 0; k < e; ++k) r *= x;
+    return r;
+}
+
 static int ncoef_of(int p)
 {
     return (p + 1) * (p + 2) * (p + 3) / 6;
@@ -38,13 +45,22 @@ static int build_indices(hier_tree *t)
             }
     }
     t->deg_start[p + 1] = c;
+    /* the recurrence's factors -(2n - 1)/n and -(n - 1)/n */
+    t->f1 = malloc((size_t)nc * sizeof *t->f1);
+    t->f2 = malloc((size_t)nc * sizeof *t->f2);
+    if (!t->f1 || !t->f2) return -1;
+    for (int q = 0; q < nc; ++q) {
+        const double n = q ? (double)t->deg[q] : 1.0;
+        t->f1[q] = -(2.0 * n - 1.0) / n;
+        t->f2[q] = -(n - 1.0) / n;
+    }
     /* k - e_a and k - 2 e_a by search: tables are small (<= 455 entries) */
     for (int a = 0; a < nc; ++a)
         for (int ax = 0; ax < 3; ++ax)
             for (int step = 1; step <= 2; ++step) {
                 int want[3] = {t->k[a][0], t->k[a][1], t->k[a][2]};
                 want[ax] -= step;
-                int found = -1;
+                int found = nc; /* absent: the zero slot past the end (expand) */
                 if (want[ax] >= 0)
                     for (int b = 0; b < nc; ++b)
                         if (t->k[b][0] == want[0] && t->k[b][1] == want[1] && t->k[b][2] == want[2]) {
@@ -59,8 +75,8 @@ static int build_indices(hier_tree *t)
     return 0;
 }
 
-int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_hs_params *prm, int p, int L,
-                   double Rt)
+int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_hs_params *prm, int p, int p_lo,
+                   int L, double Rt)
 {
     memset(t, 0, sizeof *t);
     t->n = n;
@@ -70,7 +86,9 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
     t->Rt = Rt;
     t->pos = pos;
     t->prm = prm;
-    t->stride = t->ncoef + 2;
+    t->p_lo = p_lo < 0 ? 0 : p_lo > p ? p : p_lo;
+    t->ncoef_lo = ncoef_of(t->p_lo);
+    t->stride = t->ncoef + 3;
     for (int l = 0; l <= L; ++l) {
         t->m[l] = 1 << l;
         t->h[l] = 2.0 * Rt / (double)t->m[l];
@@ -87,6 +105,11 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
         if (!t->mom[l] || !t->cnt[l]) return -1;
     }
     size_t nl = cells_of(t, L);
+    t->start = malloc(nl * sizeof(int));
+    t->count = malloc(nl * sizeof(int));
+    t->cap = malloc(nl * sizeof(int));
+    t->slot = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+    if (!t->start || !t->count || !t->cap || !t->slot) return -1;
     t->head = malloc(nl * sizeof(int));
     t->next = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
     t->prev = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
@@ -102,6 +125,16 @@ void hier_tree_free(hier_tree *t)
         free(t->mom[l]);
         free(t->cnt[l]);
     }
+    free(t->start);
+    free(t->count);
+    free(t->cap);
+    free(t->slot);
+    free(t->px);
+    free(t->py);
+    free(t->pz);
+    free(t->pq);
+    free(t->pr);
+    free(t->pid);
     free(t->head);
     free(t->next);
     free(t->prev);
@@ -110,6 +143,8 @@ void hier_tree_free(hier_tree *t)
     free(t->prev1);
     free(t->prev2);
     free(t->deg);
+    free(t->f1);
+    free(t->f2);
     memset(t, 0, sizeof *t);
 }
 
@@ -148,18 +183,39 @@ static void add_moments(hier_tree *t, int l, metro_float4 a, double sign)
     }
     const double s = sqrt(sx * sx + sy * sy + sz * sz);
     M[0] += sign * fabs(z);
-    M[1] += sign * fabs(z) * pow(s, t->p + 1);
+    M[1] += sign * fabs(z) * ipow(s, t->p_lo + 1);
+    M[2] += sign * fabs(z) * ipow(s, t->p + 1);
     for (int k = 0; k < t->ncoef; ++k) {
         const double term = z * px[t->k[k][0]] * py[t->k[k][1]] * pz[t->k[k][2]];
-        M[2 + k] += (t->deg[k] & 1) ? -sign * term : sign * term;
+        M[3 + k] += (t->deg[k] & 1) ? -sign * term : sign * term;
     }
     t->cnt[l][c] += sign > 0 ? 1 : -1;
 }
 
+static void put_slot(hier_tree *t, int k, int i)
+{
+    const metro_float4 a = t->pos[i];
+    const metro_float4 sp = t->prm->sp[coulomb_hs_species(a.w)];
+    t->px[k] = a.x;
+    t->py[k] = a.y;
+    t->pz[k] = a.z;
+    t->pq[k] = sp.x;
+    t->pr[k] = sp.y;
+    t->pid[k] = i;
+    t->slot[i] = k;
+}
+
+/* Particle i into its leaf (by pos[i]): a free packed place, else the
+ * overflow list. */
 static void link_leaf(hier_tree *t, int i)
 {
     const size_t c = cell_index(t, t->L, t->pos[i]);
     t->leaf[i] = (int)c;
+    if (t->count[c] < t->cap[c]) {
+        put_slot(t, t->start[c] + t->count[c]++, i);
+        return;
+    }
+    t->slot[i] = -1;
     t->prev[i] = -1;
     t->next[i] = t->head[c];
     if (t->head[c] >= 0) t->prev[t->head[c]] = i;
@@ -168,10 +224,26 @@ static void link_leaf(hier_tree *t, int i)
 
 static void unlink_leaf(hier_tree *t, int i)
 {
+    const int c = t->leaf[i];
+    const int k = t->slot[i];
+    if (k >= 0) { /* the leaf's last packed particle fills the hole */
+        const int last = t->start[c] + --t->count[c];
+        if (last != k) {
+            const int j = t->pid[last];
+            t->px[k] = t->px[last];
+            t->py[k] = t->py[last];
+            t->pz[k] = t->pz[last];
+            t->pq[k] = t->pq[last];
+            t->pr[k] = t->pr[last];
+            t->pid[k] = j;
+            t->slot[j] = k;
+        }
+        return;
+    }
     if (t->prev[i] >= 0)
         t->next[t->prev[i]] = t->next[i];
     else
-        t->head[t->leaf[i]] = t->next[i];
+        t->head[c] = t->next[i];
     if (t->next[i] >= 0) t->prev[t->next[i]] = t->prev[i];
 }
 
@@ -181,11 +253,36 @@ void hier_tree_rebuild(hier_tree *t)
         memset(t->mom[l], 0, cells_of(t, l) * (size_t)t->stride * sizeof(double));
         memset(t->cnt[l], 0, cells_of(t, l) * sizeof(int));
     }
+    /* pack the leaves with room for half as many again (moves in) */
     const size_t nl = cells_of(t, t->L);
-    for (size_t c = 0; c < nl; ++c) t->head[c] = -1;
-    /* in reverse so each leaf list runs in index order (no effect on the
-     * result beyond rounding, but reproducible) */
-    for (int i = t->n - 1; i >= 0; --i) {
+    for (size_t c = 0; c < nl; ++c) {
+        t->head[c] = -1;
+        t->count[c] = 0;
+    }
+    for (int i = 0; i < t->n; ++i) t->count[cell_index(t, t->L, t->pos[i])]++;
+    size_t total = 0;
+    for (size_t c = 0; c < nl; ++c) {
+        t->start[c] = (int)total;
+        t->cap[c] = t->count[c] + t->count[c] / 2 + 2;
+        total += (size_t)t->cap[c];
+        t->count[c] = 0;
+    }
+    if (total > t->packed) {
+        float *q[5];
+        for (int a = 0; a < 5; ++a) q[a] = malloc(total * sizeof(float));
+        int *id = malloc(total * sizeof(int));
+        if (!q[0] || !q[1] || !q[2] || !q[3] || !q[4] || !id) {
+            /* no room to pack: every particle goes to the overflow lists */
+            for (int a = 0; a < 5; ++a) free(q[a]);
+            free(id);
+            for (size_t c = 0; c < nl; ++c) t->cap[c] = 0;
+        } else {
+            free(t->px), free(t->py), free(t->pz), free(t->pq), free(t->pr), free(t->pid);
+            t->px = q[0], t->py = q[1], t->pz = q[2], t->pq = q[3], t->pr = q[4], t->pid = id;
+            t->packed = total;
+        }
+    }
+    for (int i = 0; i < t->n; ++i) {
         link_leaf(t, i);
         for (int l = 1; l < t->L; ++l) add_moments(t, l, t->pos[i], 1.0);
     }
@@ -212,7 +309,8 @@ typedef struct walk {
     int skip_cell[HIER_MAX_LEVEL + 1][3];
     double theta, dcut;
     int check;
-    float sa_y; /* x's hard-core radius */
+    int hi; /* expand to order p (1) or p_lo (0) */
+    float sa_y, sa_z; /* x's hard-core radius and λ z */
     hier_result *r;
 } walk;
 
@@ -224,52 +322,91 @@ static void direct(walk *w, size_t c)
 {
     const hier_tree *t = w->t;
     hier_result *r = w->r;
+    const float xx = w->x.x, xy = w->x.y, xz = w->x.z, sa_y = w->sa_y, sa_z = w->sa_z;
+    /* the packed particles, the skipped one left out by its place */
+    const int k0 = t->start[c], k1 = k0 + t->count[c];
+    const int ks = (w->skip >= 0 && t->leaf[w->skip] == (int)c) ? t->slot[w->skip] : -1;
+    double sf = 0.0, phi = 0.0;
+    for (int k = k0; k < k1; ++k) {
+        if (k == ks) continue;
+        /* metro_dist2 and coulomb_hs_pair's test, operation for operation */
+        const float dx = xx - t->px[k], dy = xy - t->py[k], dz = xz - t->pz[k];
+        const float r2 = dx * dx + dy * dy + dz * dz;
+        const float dmin = sa_y + t->pr[k];
+        if (r2 < dmin * dmin || r2 == 0.0f) {
+            if (r2 == 0.0f) r->degenerate = 1; /* the reference would form inf * 0 or inf / 0 */
+            else if (w->check) r->overlap = 1;
+            else r->degenerate = 1;            /* never for an allowed configuration */
+            return;
+        }
+        /* coulomb_hs_pair of a pair that does not overlap: the same float
+         * operations on the same operands, so the same bits */
+        const float inv = coulomb_hs_rsqrt(r2);
+        sf += (double)((sa_z * t->pq[k]) * inv);
+        phi += fabs((double)t->pq[k]) * (double)inv;
+    }
+    long m = k1 - k0 - (ks >= 0);
+    /* the overflow list: particles that moved into a full leaf */
     for (int j = t->head[c]; j >= 0; j = t->next[j]) {
         if (j == w->skip) continue;
         const metro_float4 b = t->pos[j];
         const metro_float4 sb = t->prm->sp[coulomb_hs_species(b.w)];
         const float r2 = metro_dist2(w->x, b);
-        if (r2 == 0.0f) { /* the reference would form inf * 0 or inf / 0 here */
-            r->degenerate = 1;
+        const float dmin = sa_y + sb.y;
+        if (r2 < dmin * dmin || r2 == 0.0f) {
+            if (r2 == 0.0f) r->degenerate = 1;
+            else if (w->check) r->overlap = 1;
+            else r->degenerate = 1;
             return;
         }
-        const float dmin = w->sa_y + sb.y;
-        if (r2 < dmin * dmin) { /* coulomb_hs_pair's test, operation for operation */
-            if (w->check) r->overlap = 1;
-            else r->degenerate = 1; /* never for an allowed configuration */
-            return;
-        }
-        const float e = coulomb_hs_pair(t->prm, w->x, b);
-        const double a = fabs((double)sb.x) * (double)coulomb_hs_rsqrt(r2) * (1.0 + 1e-6);
-        r->Sf += (double)e;
-        r->Phi += a;
-        r->Phid += a;
-        r->adds++;
-        r->direct++;
+        const float inv = coulomb_hs_rsqrt(r2);
+        sf += (double)((sa_z * sb.x) * inv);
+        phi += fabs((double)sb.x) * (double)inv;
+        ++m;
     }
+    /* Phi and Phid: |z_b| / r from the float distance, widened by 1e-6
+     * (more than its rounding) */
+    r->Sf += sf;
+    r->Phi += phi * (1.0 + 1e-6);
+    r->Phid += phi * (1.0 + 1e-6);
+    r->adds += m;
+    r->direct += m;
 }
 
 /* The expansion of one far cell at y = x - c: Σ_k a_k(y) M'_k with
  * a_k = D^k(1/|y|)/k! from the three-term recurrence
  *   |k| |y|^2 a_k = -(2|k| - 1) Σ_a y_a a_{k-e_a} - (|k| - 1) Σ_a a_{k-2e_a}. */
-static double expand(const hier_tree *t, const double *M, const double y[3], double d)
+static double expand(const hier_tree *t, const double *M, const double y[3], double d, int nc)
 {
-    double a[(HIER_MAX_ORDER + 1) * (HIER_MAX_ORDER + 2) * (HIER_MAX_ORDER + 3) / 6];
+    double a[(HIER_MAX_ORDER + 1) * (HIER_MAX_ORDER + 2) * (HIER_MAX_ORDER + 3) / 6 + 1];
     const double r2 = d * d, inv_r2 = 1.0 / r2;
+    a[t->ncoef] = 0.0; /* the zero slot absent neighbours point at: no branches */
     a[0] = 1.0 / d;
     double phi = a[0] * M[0];
-    for (int c = 1; c < t->ncoef; ++c) {
-        const int n = t->deg[c];
-        double s1 = 0.0, s2 = 0.0;
-        for (int ax = 0; ax < 3; ++ax) {
-            const int p1 = t->prev1[c][ax], p2 = t->prev2[c][ax];
-            if (p1 >= 0) s1 += y[ax] * a[p1];
-            if (p2 >= 0) s2 += a[p2];
-        }
-        a[c] = -((double)(2 * n - 1) * s1 + (double)(n - 1) * s2) * inv_r2 / (double)n;
+    for (int c = 1; c < nc; ++c) {
+        const int *p1 = t->prev1[c], *p2 = t->prev2[c];
+        const double s1 = y[0] * a[p1[0]] + y[1] * a[p1[1]] + y[2] * a[p1[2]];
+        const double s2 = a[p2[0]] + a[p2[1]] + a[p2[2]];
+        a[c] = (t->f1[c] * s1 + t->f2[c] * s2) * inv_r2;
         phi += a[c] * M[c];
     }
     return phi;
+}
+
+/* Every leaf under cell (ix, iy, iz) of level l, directly. */
+static void direct_all(walk *w, int l, int ix, int iy, int iz)
+{
+    const hier_tree *t = w->t;
+    if (l == t->L) {
+        direct(w, ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz);
+        return;
+    }
+    for (int a = 0; a < 2; ++a)
+        for (int b = 0; b < 2; ++b)
+            for (int e = 0; e < 2; ++e) {
+                direct_all(w, l + 1, 2 * ix + a, 2 * iy + b, 2 * iz + e);
+                if (w->r->overlap || w->r->degenerate) return;
+            }
 }
 
 static void visit(walk *w, int l, int ix, int iy, int iz)
@@ -277,7 +414,7 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
     const hier_tree *t = w->t;
     const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
     if (l == t->L) {
-        if (t->head[c] < 0) return;
+        if (t->count[c] == 0 && t->head[c] < 0) return;
     } else if (l > 0 && t->cnt[l][c] == 0) {
         return;
     }
@@ -286,21 +423,29 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
         const double d = sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2]);
         const double rho = t->rho[l];
         if (rho <= w->theta * d && d - rho >= w->dcut) {
+            /* a far cell of few particles costs less summed directly (and
+             * then carries no truncation error) */
+            if (t->cnt[l][c] <= t->direct_max && l >= t->L - 2) {
+                direct_all(w, l, ix, iy, iz);
+                return;
+            }
             const double *M = t->mom[l] + c * (size_t)t->stride;
             hier_result *r = w->r;
-            r->S += expand(t, M + 2, y, d);
+            const int p = w->hi ? t->p : t->p_lo;
+            const int nc = w->hi ? t->ncoef : t->ncoef_lo;
+            r->S += expand(t, M + 3, y, d, nc);
             /* Legendre remainder: each source at s <= rho from the centre
              * contributes at most |z| (s/d)^(p+1) / (d - s); B = Σ|z| s^(p+1)
              * (kept incrementally, so allow it a relative 1e-6 and never
              * above A rho^(p+1), which bounds it exactly) */
             const double A = M[0] > 0 ? M[0] : 0.0;
-            const double geo = A * pow(rho, t->p + 1);
-            double B = M[1] * (1.0 + 1e-6) + 1e-9 * geo;
+            const double geo = A * ipow(rho, p + 1);
+            double B = M[w->hi ? 2 : 1] * (1.0 + 1e-6) + 1e-9 * geo;
             if (B > geo) B = geo;
             if (B < 0) B = 0;
-            r->E += B / (pow(d, t->p + 1) * (d - rho));
+            r->E += B / (ipow(d, p + 1) * (d - rho));
             r->Phi += A / (d - rho);
-            r->adds += t->ncoef;
+            r->adds += nc;
             r->cells++;
             if (w->skip >= 0 && w->skip_cell[l][0] == ix && w->skip_cell[l][1] == iy && w->skip_cell[l][2] == iz)
                 r->S -= w->skip_z / w->skip_r; /* the skipped particle is inside this cell's moments */
@@ -320,7 +465,7 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
 }
 
 void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_at, double theta, double dcut,
-               int check_overlap, hier_result *r)
+               int check_overlap, int hi_order, hier_result *r)
 {
     memset(r, 0, sizeof *r);
     walk w;
@@ -333,7 +478,9 @@ void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_a
     w.theta = theta;
     w.dcut = dcut;
     w.check = check_overlap;
+    w.hi = hi_order;
     w.sa_y = t->prm->sp[coulomb_hs_species(x.w)].y;
+    w.sa_z = t->prm->sp[coulomb_hs_species(x.w)].z;
     w.r = r;
     w.skip_z = 0.0;
     w.skip_r = 1.0;

@@ -5,9 +5,10 @@
  *
  * Levels 0..L: level l cuts the cube into 2^l cells per side.  Level L
  * (the leaves) keeps each cell's particles in a doubly linked list; levels
- * 1..L-1 keep, per cell, the particle count, A = Σ|z_j|, B = Σ|z_j| s_j^(p+1)
- * and the Cartesian multipole moments M_k = Σ_j z_j s^k (s = r_j - c, c the
- * cell centre, |k| <= p).  Level 0 is never used as a far cell (it holds
+ * 1..L-1 keep, per cell, the particle count, A = Σ|z_j|, B_lo = Σ|z_j| s_j^(p_lo+1),
+ * B = Σ|z_j| s_j^(p+1) and the Cartesian multipole moments M_k = Σ_j z_j s^k
+ * (s = r_j - c, c the cell centre, |k| <= p), in order of degree, so that
+ * the first ncoef_lo of them are the expansion to order p_lo.  Level 0 is never used as a far cell (it holds
  * every particle).
  *
  * hier_eval() walks the tree from the root for a point x and returns
@@ -35,25 +36,39 @@
 
 typedef struct hier_tree {
     int n;                       /* particles */
-    int p, ncoef;                /* expansion order and (p+1)(p+2)(p+3)/6 */
+    int p, ncoef;                /* stored expansion order and (p+1)(p+2)(p+3)/6 */
+    int p_lo, ncoef_lo;          /* the lower order a first look uses */
     int L;                       /* leaf level */
     int m[HIER_MAX_LEVEL + 1];   /* cells per side at each level */
     double Rt;                   /* half side of the cube */
     double h[HIER_MAX_LEVEL + 1];   /* cell side */
     double rho[HIER_MAX_LEVEL + 1]; /* radius of a ball around the centre holding the cell */
-    int stride;                  /* doubles per cell: A, B, M[ncoef] */
+    int stride;                  /* doubles per cell: A, B_lo, B, M[ncoef] */
     double *mom[HIER_MAX_LEVEL + 1];
     int *cnt[HIER_MAX_LEVEL + 1];
-    int *head, *next, *prev, *leaf; /* leaf lists; leaf[i]: particle i's leaf cell */
+    /* Leaves: each leaf's particles packed in [start, start + count) of the
+     * arrays px, py, pz (position), pq (charge z), pr (hard-core radius),
+     * pid (index), with room up to start + cap; slot[i] is particle i's
+     * place there, or -1 when its leaf was full and it waits in the leaf's
+     * overflow list (head, next, prev).  Repacked by every rebuild.
+     * leaf[i]: particle i's leaf cell. */
+    int *start, *count, *cap;
+    float *px, *py, *pz, *pq, *pr;
+    int *pid, *slot;
+    size_t packed;                  /* capacity of the packed arrays */
+    int *head, *next, *prev, *leaf;
     /* multi-indices of degree <= p in order of degree: k[c] = (kx, ky, kz);
      * prev1[c][a] = index of k - e_a, prev2[c][a] = index of k - 2 e_a
-     * (-1 when absent); deg[c] = |k|; deg_start[d] = first index of degree d */
+     * (ncoef when absent: a zero slot); deg[c] = |k|; deg_start[d] = first index of degree d */
     signed char (*k)[3];
     int (*prev1)[3], (*prev2)[3];
     int *deg, deg_start[HIER_MAX_ORDER + 2];
+    double *f1, *f2;             /* the recurrence's factors per index */
     const metro_float4 *pos;     /* the positions (the state's array) */
     const coulomb_hs_params *prm;
     float zmax;
+    int direct_max;              /* far cells of at most this many particles (at the two
+                                    finest moment levels) are summed directly */
 } hier_tree;
 
 typedef struct hier_result {
@@ -69,8 +84,8 @@ typedef struct hier_result {
 
 /* Build for n particles at pos (kept by pointer), order p, leaf level L,
  * cube half side Rt.  Returns 0, or -1 when out of memory. */
-int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_hs_params *prm, int p, int L,
-                   double Rt);
+int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_hs_params *prm, int p, int p_lo,
+                   int L, double Rt);
 void hier_tree_free(hier_tree *t);
 
 /* Recompute every list and moment from the positions (drops the rounding
@@ -83,9 +98,10 @@ void hier_tree_move(hier_tree *t, int i, metro_float4 old);
 /* The enclosure at x with opening parameter theta (a cell is used as a far
  * cell when rho <= theta d and d - rho >= dcut, d = |x - c|); particle skip
  * (-1: none) is left out, exactly when it sits at `skip_at`; check_overlap
- * asks for the hard-core test against x's species sa (its params row). */
+ * asks for the hard-core test against x's species sa (its params row);
+ * hi_order: expand to order p, else to p_lo. */
 void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_at, double theta, double dcut,
-               int check_overlap, hier_result *r);
+               int check_overlap, int hi_order, hier_result *r);
 
 /* The cell index of coordinate v at level l (clamped into the grid). */
 static inline int hier_coord(const hier_tree *t, int l, double v)

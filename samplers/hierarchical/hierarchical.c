@@ -25,12 +25,17 @@
  *
  * Parameters:
  *   step = 0       D, the side of the trial cube (brush's meaning; 0 = 2R/3)
- *   order = 6      p, the multipole order of the far cells (0 ... 12)
- *   theta = 0.5    opening parameter: a cell of radius rho at distance d is
+ *   order = 8      multipole order of the far cells at a move's first look
+ *   order_refine = 12  the order of the refinements (>= order; 0 ... 12)
+ *   theta = 0.6    opening parameter: a cell of radius rho at distance d is
  *                  far when rho <= theta d (and beyond the hard cores)
- *   refine = 2     undecided moves are retried with theta / 2, theta / 4 ...
- *                  this many times before the reference's delta() decides
+ *   refine = 2     undecided moves are retried this many times, first at
+ *                  order_refine on the same cells, then with theta halved
+ *                  each time, before the reference's delta() decides
  *   leaf = 8       particles per leaf cell, about (sets the depth)
+ *   direct_max = 32  far cells of the two finest levels holding at most this
+ *                  many particles are summed directly (cheaper than an
+ *                  expansion, and exact)
  *   trials = 0     particles that try a move per cycle, from index 0 (0:
  *                  all); partial cycles are for timing, as in brush
  *   threads = 0    OpenMP threads for a move's two enclosures (trial and
@@ -47,6 +52,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -64,7 +70,7 @@ typedef struct hier {
     const metro_host_api *host;
     metro_ctx *ctx;
     double step_param;
-    int order, refine, leaf, threads;
+    int order, order_hi, refine, leaf, threads, direct_max;
     double theta, bound_scale;
     long trials;
     float step;
@@ -89,18 +95,30 @@ typedef struct hier {
      * rejections count at stage 0), by the reference, all moves */
     long long stage[HIER_MAX_STAGES], fallback, wall, overlap, moves;
     long long cells, direct;
+    double t_rebuild, t_moves; /* seconds spent rebuilding the tree and moving */
 } hier;
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static const metro_param_decl params[] = {
     {"step", METRO_PARAM_REAL, "0", 0, 1e9, NULL, "length",
      "side D of the trial cube around a particle (0: 2/3 of the cell radius), as brush"},
-    {"order", METRO_PARAM_INT, "6", 0, HIER_MAX_ORDER, NULL, "",
-     "multipole order p of the far cells"},
-    {"theta", METRO_PARAM_REAL, "0.5", 0.01, 0.9, NULL, "",
+    {"order", METRO_PARAM_INT, "8", 0, HIER_MAX_ORDER, NULL, "",
+     "multipole order of the far cells at a move's first look"},
+    {"order_refine", METRO_PARAM_INT, "12", 0, HIER_MAX_ORDER, NULL, "",
+     "multipole order of the refinements (at least order)"},
+    {"theta", METRO_PARAM_REAL, "0.6", 0.01, 0.9, NULL, "",
      "opening parameter: a cell is far when its radius is at most theta times its distance"},
     {"refine", METRO_PARAM_INT, "2", 0, HIER_MAX_STAGES - 1, NULL, "",
-     "retries of an undecided move with theta halved before the reference's direct sum decides"},
+     "retries of an undecided move (order_refine, then theta halved) before the reference's direct sum decides"},
     {"leaf", METRO_PARAM_INT, "8", 1, 100000, NULL, "", "particles per leaf cell, about"},
+    {"direct_max", METRO_PARAM_INT, "32", 0, 1000000, NULL, "",
+     "far cells (of the two finest levels) with at most this many particles are summed directly"},
     {"trials", METRO_PARAM_INT, "0", 0, 2147483647, NULL, "",
      "particles that try a move per cycle, from index 0 (0: all); partial cycles are for timing"},
     {"threads", METRO_PARAM_INT, "0", 0, 4096, NULL, "",
@@ -141,9 +159,11 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     b->ctx = ctx;
     b->step_param = host->param_real(p, "step");
     b->order = (int)host->param_int(p, "order");
+    b->order_hi = (int)host->param_int(p, "order_refine");
     b->theta = host->param_real(p, "theta");
     b->refine = (int)host->param_int(p, "refine");
     b->leaf = (int)host->param_int(p, "leaf");
+    b->direct_max = (int)host->param_int(p, "direct_max");
     b->trials = host->param_int(p, "trials");
     b->threads = (int)host->param_int(p, "threads");
     b->bound_scale = host->param_real(p, "bound_scale");
@@ -153,6 +173,11 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     memcpy(b->species, setup->species_table, sizeof b->species);
     for (int s = 0; s < b->nspecies; ++s) b->dmax = fmax(b->dmax, setup->species_table[s].diameter);
     b->step = (float)(b->step_param > 0 ? b->step_param : 2.0 * setup->cell_radius / 3.0);
+    if (b->order_hi < b->order) {
+        host->fail(ctx, "order_refine: %d is below order = %d", b->order_hi, b->order);
+        free(b);
+        return -1;
+    }
     if (b->trials > setup->particles) {
         host->fail(ctx, "trials: %ld is more than the %d particles", b->trials, setup->particles);
         free(b);
@@ -174,13 +199,13 @@ static void destroy(void *self)
 }
 
 /* The depth: leaves of about `leaf` particles, counting only the ball's
- * share (pi/6) of the cube. */
+ * share (pi/6) of the cube; the nearest power of 8 (so a leaf holds between
+ * leaf / 2.8 and 2.8 leaf particles). */
 static int leaf_level(int n, int leaf)
 {
     double want = 6.0 * (double)n / (M_PI * (double)leaf);
-    int L = 0;
-    while (L < HIER_MAX_LEVEL && pow(8.0, L + 1) <= want) ++L;
-    return L;
+    int L = want > 1.0 ? (int)floor(log(want) / log(8.0) + 0.5) : 0;
+    return L < 0 ? 0 : L > HIER_MAX_LEVEL ? HIER_MAX_LEVEL : L;
 }
 
 static int start(void *self, metro_state *st, const metro_potential_api *pot, void *pot_self)
@@ -213,11 +238,12 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
     /* the cube around the cell, a little wider so no centre sits on its
      * faces */
     const double Rt = b->cell_radius * (1.0 + 1e-6);
-    if (hier_tree_init(&b->tree, st->pos, b->n, &b->prm, b->order, leaf_level(b->n, b->leaf), Rt)) {
+    if (hier_tree_init(&b->tree, st->pos, b->n, &b->prm, b->order_hi, b->order, leaf_level(b->n, b->leaf), Rt)) {
         hier_tree_free(&b->tree);
         return b->host->fail(b->ctx, "hierarchical: out of memory for the tree");
     }
     b->have_tree = 1;
+    b->tree.direct_max = b->direct_max;
     b->host->log(b->ctx, METRO_LOG_INFO,
                  "hierarchical: %d levels (leaves of %.3g Å), order %d, theta %g, %d refinements; CPU", b->tree.L,
                  b->tree.h[b->tree.L], b->order, b->theta, b->refine);
@@ -264,7 +290,8 @@ static double ref_rel(int n)
 }
 
 /* One enclosure of both points at opening parameter theta. */
-static void enclose(hier *b, metro_float4 t, metro_float4 o, int i, double theta, hier_result *rt, hier_result *ro)
+static void enclose(hier *b, metro_float4 t, metro_float4 o, int i, double theta, int hi, hier_result *rt,
+                    hier_result *ro)
 {
     const double dcut = b->dmax * 1.001 + 1e-6;
 #ifdef _OPENMP
@@ -273,15 +300,15 @@ static void enclose(hier *b, metro_float4 t, metro_float4 o, int i, double theta
 #pragma omp parallel sections num_threads(2)
         {
 #pragma omp section
-            hier_eval(&b->tree, t, i, o, theta, dcut, 1, rt);
+            hier_eval(&b->tree, t, i, o, theta, dcut, 1, hi, rt);
 #pragma omp section
-            hier_eval(&b->tree, o, i, o, theta, dcut, 0, ro);
+            hier_eval(&b->tree, o, i, o, theta, dcut, 0, hi, ro);
         }
         return;
     }
 #endif
-    hier_eval(&b->tree, t, i, o, theta, dcut, 1, rt);
-    if (!rt->overlap && !rt->degenerate) hier_eval(&b->tree, o, i, o, theta, dcut, 0, ro);
+    hier_eval(&b->tree, t, i, o, theta, dcut, 1, hi, rt);
+    if (!rt->overlap && !rt->degenerate) hier_eval(&b->tree, o, i, o, theta, dcut, 0, hi, ro);
     else memset(ro, 0, sizeof *ro);
 }
 
@@ -296,7 +323,9 @@ static int advance(void *self, metro_state *st, long sweeps)
     for (long s = 0; s < sweeps; ++s) {
         const float *uc = cycle_uniforms(b);
         if (!uc) return -1;
+        const double t0 = seconds_now();
         hier_tree_rebuild(&b->tree);
+        const double t1 = seconds_now();
         long long acc = 0;
         for (int i = 0; i < trials; ++i) {
             const float *u = uc + (size_t)BRUSH_UNIFORMS_PER_PARTICLE * i;
@@ -313,10 +342,13 @@ static int advance(void *self, metro_state *st, long sweeps)
             const double dT = 1e-12 * (1.0 + T);
             int decided = 0, accept = 0;
             double de = 0.0;
+            /* stage 0: order `order`; stage 1: order `order_refine`, same
+             * cells; later stages: theta halved each time */
             double theta = b->theta;
-            for (int stage = 0; stage <= b->refine && !decided; ++stage, theta *= 0.5) {
+            for (int stage = 0; stage <= b->refine && !decided; ++stage) {
+                if (stage >= 2) theta *= 0.5;
                 hier_result rt, ro;
-                enclose(b, t, o, i, theta, &rt, &ro);
+                enclose(b, t, o, i, theta, stage > 0, &rt, &ro);
                 b->cells += rt.cells + ro.cells;
                 b->direct += rt.direct + ro.direct;
                 if (rt.overlap) {
@@ -359,6 +391,8 @@ static int advance(void *self, metro_state *st, long sweeps)
                 ++acc;
             }
         }
+        b->t_rebuild += t1 - t0;
+        b->t_moves += seconds_now() - t1;
         st->accepted[0] += acc;
         st->attempted[0] += trials;
         b->cycles++;
@@ -389,10 +423,11 @@ static int finish(void *self, metro_state *st)
     const double m = b->moves ? (double)b->moves : 1.0;
     b->host->log(b->ctx, METRO_LOG_INFO,
                  "hierarchical: %lld cycles, acceptance %.4f; moves %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
-                 "reference %lld (wall %lld, overlap %lld); far cells %.1f and direct partners %.1f per move",
+                 "reference %lld (wall %lld, overlap %lld); far cells %.1f and direct partners %.1f per move; "
+                 "%.6g s rebuilding the tree, %.6g s moving",
                  b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, b->moves,
                  b->stage[0], b->stage[1], b->stage[2], b->fallback, b->wall, b->overlap, (double)b->cells / m,
-                 (double)b->direct / m);
+                 (double)b->direct / m, b->t_rebuild, b->t_moves);
     return 0;
 }
 

@@ -64,7 +64,7 @@ START_TEST(enclosure)
     double worst = 0.0; /* largest |error| / bound seen */
     for (size_t a = 0; a < sizeof orders / sizeof orders[0]; ++a) {
         hier_tree t;
-        ck_assert_int_eq(hier_tree_init(&t, pos, n, &prm, orders[a], 4, R * (1 + 1e-6)), 0);
+        ck_assert_int_eq(hier_tree_init(&t, pos, n, &prm, orders[a], orders[a] / 2, 4, R * (1 + 1e-6)), 0);
         /* incremental moves first, so the moments carry their rounding */
         for (int k = 0; k < 20000; ++k) {
             int i = (int)(urand(&seed) * n);
@@ -73,12 +73,13 @@ START_TEST(enclosure)
             hier_tree_move(&t, i, old);
         }
         for (size_t b = 0; b < sizeof thetas / sizeof thetas[0]; ++b)
-            for (int q = 0; q < 100; ++q) {
+            for (int q = 0; q < 200; ++q) {
+                const int hi = q & 2 ? 1 : 0; /* both stored orders */
                 const int skip = q % 2 ? (int)(urand(&seed) * n) : -1;
                 metro_float4 x = q % 4 == 1 ? pos[skip] : random_in_ball(&seed, R, 0.0f);
                 metro_float4 at = skip >= 0 ? pos[skip] : x;
                 hier_result r;
-                hier_eval(&t, x, skip, at, thetas[b], 0.0, 0, &r);
+                hier_eval(&t, x, skip, at, thetas[b], 0.0, 0, hi, &r);
                 if (r.degenerate) continue;
                 long double exact = 0.0L, phi = 0.0L;
                 for (int j = 0; j < n; ++j) {
@@ -102,14 +103,14 @@ START_TEST(enclosure)
                 if (r.E > 0 && err / r.E > worst) worst = err / r.E;
                 /* the truncation bound of the high orders is small enough to
                  * be of use: at order 10 and theta 0.5 below 1e-4 of Phi */
-                if (orders[a] == 10 && thetas[b] == 0.5) ck_assert_msg(r.E < 1e-4 * r.Phi, "E %.3g Phi %.3g", r.E, r.Phi);
+                if (orders[a] == 10 && hi && thetas[b] == 0.5) ck_assert_msg(r.E < 1e-4 * r.Phi, "E %.3g Phi %.3g", r.E, r.Phi);
             }
         /* the rebuilt tree gives the same enclosure to rounding */
         hier_result r1, r2;
         metro_float4 x = random_in_ball(&seed, R, 0.0f);
-        hier_eval(&t, x, -1, x, 0.5, 0.0, 0, &r1);
+        hier_eval(&t, x, -1, x, 0.5, 0.0, 0, 1, &r1);
         hier_tree_rebuild(&t);
-        hier_eval(&t, x, -1, x, 0.5, 0.0, 0, &r2);
+        hier_eval(&t, x, -1, x, 0.5, 0.0, 0, 1, &r2);
         ck_assert_double_eq_tol(r1.S, r2.S, 1e-10 * r1.Phi);
         ck_assert_double_eq_tol(r1.Sf, r2.Sf, 1e-12 * fabs(r1.Sf));
         ck_assert(r1.cells > 0 && r1.direct < n);
@@ -131,7 +132,7 @@ START_TEST(overlap_is_found)
     metro_float4 *pos = malloc((size_t)n * sizeof *pos);
     for (int i = 0; i < n; ++i) pos[i] = random_in_ball(&seed, R - 3.75, (float)(i & 1));
     hier_tree t;
-    ck_assert_int_eq(hier_tree_init(&t, pos, n, &prm, 4, 5, R * (1 + 1e-6)), 0);
+    ck_assert_int_eq(hier_tree_init(&t, pos, n, &prm, 4, 2, 5, R * (1 + 1e-6)), 0);
     for (int q = 0; q < 500; ++q) {
         const int j = (int)(urand(&seed) * n);
         const double dist = 7.49 + 0.02 * urand(&seed); /* both sides of the contact distance */
@@ -142,7 +143,7 @@ START_TEST(overlap_is_found)
         int want = 0;
         for (int k = 0; k < n; ++k) want |= coulomb_hs_pair(&prm, x, pos[k]) == INFINITY;
         hier_result r;
-        hier_eval(&t, x, -1, x, 0.5, 7.5 * 1.001 + 1e-6, 1, &r);
+        hier_eval(&t, x, -1, x, 0.5, 7.5 * 1.001 + 1e-6, 1, q & 1, &r);
         ck_assert_int_eq(r.overlap, want);
     }
     hier_tree_free(&t);
@@ -264,7 +265,7 @@ START_TEST(same_chain_dense_coarse)
 {
     /* few levels of work per move: low order, wide theta, no refinement,
      * so most moves fall back to the reference */
-    same_chain(2048, 90.0, 10, "step = 6", "order = 1\ntheta = 0.8\nrefine = 0");
+    same_chain(2048, 90.0, 10, "step = 6", "order = 1\norder_refine = 1\ntheta = 0.8\nrefine = 0");
 }
 END_TEST
 
@@ -276,7 +277,7 @@ START_TEST(broken_bound_is_caught)
     const int n = 2048, cycles = 10;
     ini_electrolyte(ref, sizeof ref, 21, n, 90.0, "plugin = brush\nstep = 6");
     ini_electrolyte(hie, sizeof hie, 21, n, 90.0,
-                    "plugin = hierarchical\nstep = 6\norder = 0\ntheta = 0.8\nrefine = 0\nbound_scale = 0");
+                    "plugin = hierarchical\nstep = 6\norder = 0\norder_refine = 0\ntheta = 0.8\nrefine = 0\nbound_scale = 0");
     chain a = run_chain(ref, n, cycles), b = run_chain(hie, n, cycles);
     int same_acc;
     int bad = compare(&a, &b, n, cycles, &same_acc);
@@ -325,6 +326,8 @@ START_TEST(refusals)
     refused(ini, "order");
     ini_electrolyte(ini, sizeof ini, 1, 100, 60.0, "plugin = hierarchical\ntheta = 0.95");
     refused(ini, "theta");
+    ini_electrolyte(ini, sizeof ini, 1, 100, 60.0, "plugin = hierarchical\norder = 8\norder_refine = 4");
+    refused(ini, "order_refine");
 }
 END_TEST
 
