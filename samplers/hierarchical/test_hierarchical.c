@@ -6,7 +6,9 @@
  *                   reference) and this sampler accept the same number of
  *                   moves in every cycle and end at the same positions, bit
  *                   for bit: N = 4096 at the paper's density and in a dense
- *                   3:-1 melt of close decisions, 20 cycles each;
+ *                   3:-1 melt of close decisions, 20 cycles each (and, built
+ *                   with HIER_LARGE as test_hierarchical_large, N = 65,536
+ *                   at the paper's density, 5 cycles);
  *   broken bound    with bound_scale = 0 (no error bound) the dense chain
  *                   departs from the reference: the comparison can fail;
  *   two ions        PHYSICS.md §2's exact check;
@@ -288,6 +290,15 @@ START_TEST(broken_bound_is_caught)
 }
 END_TEST
 
+START_TEST(same_chain_dilute_65536)
+{
+    /* the paper's density with 65,536 ions: R = 1506 Å (PHYSICS.md §2);
+     * the reference streams 4.3e9 pair terms per cycle, so 5 cycles take
+     * minutes on two cores: its own suite (test_hierarchical_large) */
+    same_chain(65536, 1506.0, 5, "step = 0", NULL);
+}
+END_TEST
+
 START_TEST(two_ions)
 {
     char ini[2048];
@@ -340,6 +351,16 @@ static void add(TCase *tc, const char *name, const TTest *test)
 
 int main(void)
 {
+#ifdef HIER_LARGE
+    Suite *s = suite_create("hierarchical_large");
+    TCase *tc = tcase_create("cpu");
+    tcase_set_timeout(tc, 1800);
+    add(tc, "same_chain_dilute_65536", same_chain_dilute_65536);
+    (void)enclosure, (void)overlap_is_found, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
+    (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals;
+    suite_add_tcase(s, tc);
+    return metro_test_main(s);
+#else
     Suite *s = suite_create("hierarchical");
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 900);
@@ -351,6 +372,8 @@ int main(void)
     add(tc, "broken_bound_is_caught", broken_bound_is_caught);
     add(tc, "two_ions", two_ions);
     add(tc, "refusals", refusals);
+    (void)same_chain_dilute_65536;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
+#endif
 }
