@@ -172,21 +172,30 @@ static void add_moments(hier_tree *t, int l, metro_float4 a, double sign)
     const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
     double *M = t->mom[l] + c * (size_t)t->stride;
     const double z = (double)charge(t, a);
-    const double sx = (double)a.x - centre(t, l, ix), sy = (double)a.y - centre(t, l, iy),
-                 sz = (double)a.z - centre(t, l, iz);
-    double px[HIER_MAX_ORDER + 2], py[HIER_MAX_ORDER + 2], pz[HIER_MAX_ORDER + 2];
-    px[0] = py[0] = pz[0] = 1.0;
-    for (int e = 1; e <= t->p; ++e) {
-        px[e] = px[e - 1] * sx;
-        py[e] = py[e - 1] * sy;
-        pz[e] = pz[e - 1] * sz;
-    }
-    const double s = sqrt(sx * sx + sy * sy + sz * sz);
+    const double sv[3] = {(double)a.x - centre(t, l, ix), (double)a.y - centre(t, l, iy),
+                          (double)a.z - centre(t, l, iz)};
+    const double r2 = sv[0] * sv[0] + sv[1] * sv[1] + sv[2] * sv[2];
+    const double s = sqrt(r2);
     M[0] += sign * fabs(z);
     M[1] += sign * fabs(z) * ipow(s, t->p_lo + 1);
     M[2] += sign * fabs(z) * ipow(s, t->p + 1);
-    for (int k = 0; k < t->ncoef; ++k) {
-        const double term = z * px[t->k[k][0]] * py[t->k[k][1]] * pz[t->k[k][2]];
+    /* The harmonic moments: b_k(s) = |s|^(2|k|+1) a_k(s), polynomials in s
+     * from the recurrence of a_k multiplied through by |s|^(2|k|-1) (no
+     * division, so a particle at the centre is fine):
+     *   |k| b_k = -(2|k|-1) Σ_a s_a b_{k-e_a} - (|k|-1) |s|^2 Σ_a b_{k-2e_a}.
+     * The degree-n part of 1/|y - s| is Σ_{|k|=n} (-1)^n b_k(s) y^k / |y|^(2n+1)
+     * (the Legendre term |s|^n P_n / |y|^(n+1) is symmetric in s and y up to
+     * the factor (|s|/|y|)^(2n+1)), so a cell stores H_k = Σ_j z_j (-1)^n b_k(s_j)
+     * and a far point costs one polynomial in y (expand). */
+    double bk[(HIER_MAX_ORDER + 1) * (HIER_MAX_ORDER + 2) * (HIER_MAX_ORDER + 3) / 6 + 1];
+    bk[t->ncoef] = 0.0;
+    bk[0] = 1.0;
+    M[3] += sign * z;
+    for (int k = 1; k < t->ncoef; ++k) {
+        const int *p1 = t->prev1[k], *p2 = t->prev2[k];
+        bk[k] = t->f1[k] * (sv[0] * bk[p1[0]] + sv[1] * bk[p1[1]] + sv[2] * bk[p1[2]]) +
+                t->f2[k] * r2 * (bk[p2[0]] + bk[p2[1]] + bk[p2[2]]);
+        const double term = z * bk[k];
         M[3 + k] += (t->deg[k] & 1) ? -sign * term : sign * term;
     }
     t->cnt[l][c] += sign > 0 ? 1 : -1;
@@ -373,22 +382,32 @@ static void direct(walk *w, size_t c)
     r->direct += m;
 }
 
-/* The expansion of one far cell at y = x - c: Σ_k a_k(y) M'_k with
- * a_k = D^k(1/|y|)/k! from the three-term recurrence
- *   |k| |y|^2 a_k = -(2|k| - 1) Σ_a y_a a_{k-e_a} - (|k| - 1) Σ_a a_{k-2e_a}. */
-static double expand(const hier_tree *t, const double *M, const double y[3], double d, int nc)
+/* The expansion of one far cell at y = x - c, order p: with the harmonic
+ * moments H (add_moments),
+ *   Σ_{n<=p} |y|^-(2n+1) Σ_{|k|=n} H_k y^k,
+ * the multi-indices in the order of build_indices (degree, then kx and ky
+ * descending). */
+static double expand(const hier_tree *t, const double *H, const double y[3], double d, int p)
 {
-    double a[(HIER_MAX_ORDER + 1) * (HIER_MAX_ORDER + 2) * (HIER_MAX_ORDER + 3) / 6 + 1];
-    const double r2 = d * d, inv_r2 = 1.0 / r2;
-    a[t->ncoef] = 0.0; /* the zero slot absent neighbours point at: no branches */
-    a[0] = 1.0 / d;
-    double phi = a[0] * M[0];
-    for (int c = 1; c < nc; ++c) {
-        const int *p1 = t->prev1[c], *p2 = t->prev2[c];
-        const double s1 = y[0] * a[p1[0]] + y[1] * a[p1[1]] + y[2] * a[p1[2]];
-        const double s2 = a[p2[0]] + a[p2[1]] + a[p2[2]];
-        a[c] = (t->f1[c] * s1 + t->f2[c] * s2) * inv_r2;
-        phi += a[c] * M[c];
+    (void)t;
+    double px[HIER_MAX_ORDER + 1], py[HIER_MAX_ORDER + 1], pz[HIER_MAX_ORDER + 1];
+    px[0] = py[0] = pz[0] = 1.0;
+    for (int e = 1; e <= p; ++e) {
+        px[e] = px[e - 1] * y[0];
+        py[e] = py[e - 1] * y[1];
+        pz[e] = pz[e - 1] * y[2];
+    }
+    const double inv = 1.0 / d, inv2 = inv * inv;
+    double q = inv, phi = 0.0;
+    int idx = 0;
+    for (int n = 0; n <= p; ++n) {
+        double sn = 0.0;
+        for (int kx = n; kx >= 0; --kx) {
+            const double ax = px[kx];
+            for (int ky = n - kx; ky >= 0; --ky) sn += H[idx++] * (ax * py[ky]) * pz[n - kx - ky];
+        }
+        phi += sn * q;
+        q *= inv2;
     }
     return phi;
 }
@@ -433,7 +452,7 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
             hier_result *r = w->r;
             const int p = w->hi ? t->p : t->p_lo;
             const int nc = w->hi ? t->ncoef : t->ncoef_lo;
-            r->S += expand(t, M + 3, y, d, nc);
+            r->S += expand(t, M + 3, y, d, p);
             /* Legendre remainder: each source at s <= rho from the centre
              * contributes at most |z| (s/d)^(p+1) / (d - s); B = Σ|z| s^(p+1)
              * (kept incrementally, so allow it a relative 1e-6 and never
