@@ -88,7 +88,8 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
     t->prm = prm;
     t->p_lo = p_lo < 0 ? 0 : p_lo > p ? p : p_lo;
     t->ncoef_lo = ncoef_of(t->p_lo);
-    t->stride = t->ncoef + 3;
+    t->stride = t->ncoef + p + 2; /* A, B_0 ... B_p, H */
+    t->tol[0] = t->tol[1] = 0.0;
     for (int l = 0; l <= L; ++l) {
         t->m[l] = 1 << l;
         t->h[l] = 2.0 * Rt / (double)t->m[l];
@@ -177,8 +178,12 @@ static void add_moments(hier_tree *t, int l, metro_float4 a, double sign)
     const double r2 = sv[0] * sv[0] + sv[1] * sv[1] + sv[2] * sv[2];
     const double s = sqrt(r2);
     M[0] += sign * fabs(z);
-    M[1] += sign * fabs(z) * ipow(s, t->p_lo + 1);
-    M[2] += sign * fabs(z) * ipow(s, t->p + 1);
+    /* B_q = Σ|z| s^(q+1), q = 0 ... p: the truncation bound of every order */
+    {
+        double sq = s;
+        for (int q = 0; q <= t->p; ++q, sq *= s) M[1 + q] += sign * fabs(z) * sq;
+    }
+    double *Hm = M + t->p + 2;
     /* The harmonic moments: b_k(s) = |s|^(2|k|+1) a_k(s), polynomials in s
      * from the recurrence of a_k multiplied through by |s|^(2|k|-1) (no
      * division, so a particle at the centre is fine):
@@ -190,13 +195,13 @@ static void add_moments(hier_tree *t, int l, metro_float4 a, double sign)
     double bk[(HIER_MAX_ORDER + 1) * (HIER_MAX_ORDER + 2) * (HIER_MAX_ORDER + 3) / 6 + 1];
     bk[t->ncoef] = 0.0;
     bk[0] = 1.0;
-    M[3] += sign * z;
+    Hm[0] += sign * z;
     for (int k = 1; k < t->ncoef; ++k) {
         const int *p1 = t->prev1[k], *p2 = t->prev2[k];
         bk[k] = t->f1[k] * (sv[0] * bk[p1[0]] + sv[1] * bk[p1[1]] + sv[2] * bk[p1[2]]) +
                 t->f2[k] * r2 * (bk[p2[0]] + bk[p2[1]] + bk[p2[2]]);
         const double term = z * bk[k];
-        M[3 + k] += (t->deg[k] & 1) ? -sign * term : sign * term;
+        Hm[k] += (t->deg[k] & 1) ? -sign * term : sign * term;
     }
     t->cnt[l][c] += sign > 0 ? 1 : -1;
 }
@@ -318,7 +323,8 @@ typedef struct walk {
     int skip_cell[HIER_MAX_LEVEL + 1][3];
     double theta, dcut;
     int check;
-    int hi; /* expand to order p (1) or p_lo (0) */
+    int hi; /* orders up to p (1) or p_lo (0), per-cell tolerance tol[hi] */
+    double tol;
     float sa_y, sa_z; /* x's hard-core radius and λ z */
     hier_result *r;
 } walk;
@@ -450,21 +456,30 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
             }
             const double *M = t->mom[l] + c * (size_t)t->stride;
             hier_result *r = w->r;
-            const int p = w->hi ? t->p : t->p_lo;
-            const int nc = w->hi ? t->ncoef : t->ncoef_lo;
-            r->S += expand(t, M + 3, y, d, p);
-            /* Legendre remainder: each source at s <= rho from the centre
-             * contributes at most |z| (s/d)^(p+1) / (d - s); B = Σ|z| s^(p+1)
-             * (kept incrementally, so allow it a relative 1e-6 and never
-             * above A rho^(p+1), which bounds it exactly) */
+            /* the lowest order whose truncation bound is within tol of the
+             * cell's share of Phi (tol = 0: the highest), at most p or p_lo.
+             * Legendre remainder: each source at s <= rho from the centre
+             * contributes at most |z| (s/d)^(q+1) / (d - s); B_q = Σ|z|
+             * s^(q+1) is kept incrementally, so it is allowed a relative 1e-6
+             * and an absolute 1e-9 A rho^(q+1), and never more than
+             * A rho^(q+1), which bounds it exactly. */
             const double A = M[0] > 0 ? M[0] : 0.0;
-            const double geo = A * ipow(rho, p + 1);
-            double B = M[w->hi ? 2 : 1] * (1.0 + 1e-6) + 1e-9 * geo;
-            if (B > geo) B = geo;
-            if (B < 0) B = 0;
-            r->E += B / (ipow(d, p + 1) * (d - rho));
+            const int qmax = w->hi ? t->p : t->p_lo;
+            const double want = w->tol * A;
+            double dq = d, rq = rho, Eq = 0.0;
+            int q = 0;
+            for (;; ++q, dq *= d, rq *= rho) {
+                const double geo = A * rq;
+                double B = M[1 + q] * (1.0 + 1e-6) + 1e-9 * geo;
+                if (B > geo) B = geo;
+                if (B < 0) B = 0;
+                Eq = B / dq; /* times 1/(d - rho) below */
+                if (q == qmax || Eq <= want) break;
+            }
+            r->S += expand(t, M + t->p + 2, y, d, q);
+            r->E += Eq / (d - rho);
             r->Phi += A / (d - rho);
-            r->adds += nc;
+            r->adds += (q + 1) * (q + 2) * (q + 3) / 6;
             r->cells++;
             if (w->skip >= 0 && w->skip_cell[l][0] == ix && w->skip_cell[l][1] == iy && w->skip_cell[l][2] == iz)
                 r->S -= w->skip_z / w->skip_r; /* the skipped particle is inside this cell's moments */
@@ -498,6 +513,7 @@ void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_a
     w.dcut = dcut;
     w.check = check_overlap;
     w.hi = hi_order;
+    w.tol = t->tol[hi_order ? 1 : 0];
     w.sa_y = t->prm->sp[coulomb_hs_species(x.w)].y;
     w.sa_z = t->prm->sp[coulomb_hs_species(x.w)].z;
     w.r = r;

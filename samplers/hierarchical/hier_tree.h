@@ -5,10 +5,10 @@
  *
  * Levels 0..L: level l cuts the cube into 2^l cells per side.  Level L
  * (the leaves) keeps each cell's particles in a doubly linked list; levels
- * 1..L-1 keep, per cell, the particle count, A = Σ|z_j|, B_lo = Σ|z_j| s_j^(p_lo+1),
- * B = Σ|z_j| s_j^(p+1) and the Cartesian multipole moments M_k = Σ_j z_j s^k
- * (s = r_j - c, c the cell centre, |k| <= p), in order of degree, so that
- * the first ncoef_lo of them are the expansion to order p_lo.  Level 0 is never used as a far cell (it holds
+ * 1..L-1 keep, per cell, the particle count, A = Σ|z_j|, B_q = Σ|z_j| s_j^(q+1)
+ * for q = 0 ... p (s_j = |r_j - c|, c the cell centre) and the harmonic
+ * moments H_k (hier_tree.c, add_moments), |k| <= p, in order of degree, so
+ * that the first C(q+3,3) of them are the expansion to order q.  Level 0 is never used as a far cell (it holds
  * every particle).
  *
  * hier_eval() walks the tree from the root for a point x and returns
@@ -37,13 +37,17 @@
 typedef struct hier_tree {
     int n;                       /* particles */
     int p, ncoef;                /* stored expansion order and (p+1)(p+2)(p+3)/6 */
-    int p_lo, ncoef_lo;          /* the lower order a first look uses */
+    int p_lo, ncoef_lo;          /* the highest order a first look uses */
+    double tol[2];               /* per-cell relative truncation a first look (0) and a
+                                    refinement (1) aim at: a far cell takes the lowest
+                                    order whose bound is within tol A/(d - rho), at
+                                    most p_lo (0) or p (1); 0 = always the highest */
     int L;                       /* leaf level */
     int m[HIER_MAX_LEVEL + 1];   /* cells per side at each level */
     double Rt;                   /* half side of the cube */
     double h[HIER_MAX_LEVEL + 1];   /* cell side */
     double rho[HIER_MAX_LEVEL + 1]; /* radius of a ball around the centre holding the cell */
-    int stride;                  /* doubles per cell: A, B_lo, B, M[ncoef] */
+    int stride;                  /* doubles per cell: A, B_0 ... B_p, H[ncoef] */
     double *mom[HIER_MAX_LEVEL + 1];
     int *cnt[HIER_MAX_LEVEL + 1];
     /* Leaves: each leaf's particles packed in [start, start + count) of the

@@ -25,8 +25,16 @@
  *
  * Parameters:
  *   step = 0       D, the side of the trial cube (brush's meaning; 0 = 2R/3)
- *   order = 8      multipole order of the far cells at a move's first look
- *   order_refine = 12  the order of the refinements (>= order; 0 ... 12)
+ *   order = 8      highest multipole order of the far cells at a move's first
+ *                  look
+ *   order_refine = 12  the same for the refinements (>= order; 0 ... 12)
+ *   tolerance = 0  first look: each far cell takes the lowest order whose
+ *                  rigorous truncation bound is within this fraction of
+ *                  A/(d - rho) (its Σ|z| over its distance), up to `order`;
+ *                  0: always `order`.  (1e-4 measured 10% faster per move
+ *                  at N = 2^18, within this machine's noise, and the running
+ *                  energy wanders 3x more: off by default.)
+ *   tolerance_refine = 0  the same for the refinements
  *   theta = 0.6    opening parameter: a cell of radius rho at distance d is
  *                  far when rho <= theta d (and beyond the hard cores)
  *   refine = 2     undecided moves are retried this many times, first at
@@ -73,6 +81,7 @@ typedef struct hier {
     metro_ctx *ctx;
     double step_param;
     int order, order_hi, refine, leaf, threads, direct_max;
+    double tol, tol_refine;
     double theta, bound_scale;
     long trials;
     float step;
@@ -121,9 +130,13 @@ static const metro_param_decl params[] = {
     {"step", METRO_PARAM_REAL, "0", 0, 1e9, NULL, "length",
      "side D of the trial cube around a particle (0: 2/3 of the cell radius), as brush"},
     {"order", METRO_PARAM_INT, "8", 0, HIER_MAX_ORDER, NULL, "",
-     "multipole order of the far cells at a move's first look"},
+     "highest multipole order of the far cells at a move's first look"},
     {"order_refine", METRO_PARAM_INT, "12", 0, HIER_MAX_ORDER, NULL, "",
-     "multipole order of the refinements (at least order)"},
+     "highest multipole order of the refinements (at least order)"},
+    {"tolerance", METRO_PARAM_REAL, "0", 0, 1, NULL, "",
+     "first look: a far cell takes the lowest order whose truncation bound is within this fraction of its |charge|/distance (0: always order)"},
+    {"tolerance_refine", METRO_PARAM_REAL, "0", 0, 1, NULL, "",
+     "the same for the refinements (0: always order_refine)"},
     {"theta", METRO_PARAM_REAL, "0.6", 0.01, 0.9, NULL, "",
      "opening parameter: a cell is far when its radius is at most theta times its distance"},
     {"refine", METRO_PARAM_INT, "2", 0, HIER_MAX_STAGES - 1, NULL, "",
@@ -172,6 +185,8 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     b->step_param = host->param_real(p, "step");
     b->order = (int)host->param_int(p, "order");
     b->order_hi = (int)host->param_int(p, "order_refine");
+    b->tol = host->param_real(p, "tolerance");
+    b->tol_refine = host->param_real(p, "tolerance_refine");
     b->theta = host->param_real(p, "theta");
     b->refine = (int)host->param_int(p, "refine");
     b->leaf = (int)host->param_int(p, "leaf");
@@ -256,6 +271,8 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
     }
     b->have_tree = 1;
     b->tree.direct_max = b->direct_max;
+    b->tree.tol[0] = b->tol;
+    b->tree.tol[1] = b->tol_refine;
     b->host->log(b->ctx, METRO_LOG_INFO,
                  "hierarchical: %d levels (leaves of %.3g Å), order %d, theta %g, %d refinements; CPU", b->tree.L,
                  b->tree.h[b->tree.L], b->order, b->theta, b->refine);
