@@ -12,12 +12,17 @@
  *   broken bound    with bound_scale = 0 (no error bound) the dense chain
  *                   departs from the reference: the comparison can fail;
  *   two ions        PHYSICS.md §2's exact check;
- *   refusals        a potential it cannot serve, bad parameters. */
+ *   refusals        a potential it cannot serve, bad parameters, the CUDA
+ *                   backend (not there yet). */
+#include <dlfcn.h>
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hier_tree.h"
+#include "metro/plugin.h"
 #include "testutil.h"
 #include "two_ions.h"
 
@@ -311,6 +316,49 @@ START_TEST(two_ions)
 }
 END_TEST
 
+/* The CUDA backend cannot be reached on a machine without a GPU (the core
+ * refuses it first), so create() is called directly, through dlopen and a
+ * host table that only records the failure. */
+static char cuda_msg[1024];
+static int record_fail(metro_ctx *ctx, const char *fmt, ...)
+{
+    (void)ctx;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cuda_msg, sizeof cuda_msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+START_TEST(refuses_cuda)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/lib/metro/plugins/hierarchical.so", METRO_TEST_BINARY_DIR);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    ck_assert_msg(h != NULL, "%s", dlerror());
+    metro_plugin_entry_fn entry = (metro_plugin_entry_fn)dlsym(h, METRO_PLUGIN_ENTRY);
+    ck_assert_ptr_nonnull(entry);
+    const metro_plugin *d = entry();
+    const metro_sampler_api *api = d->api;
+    metro_host_api host;
+    memset(&host, 0, sizeof host);
+    host.version = METRO_ABI_VERSION;
+    host.fail = record_fail;
+    metro_setup setup;
+    memset(&setup, 0, sizeof setup);
+    setup.particles = 100;
+    setup.replicas = 1;
+    setup.backend = METRO_BACKEND_CUDA;
+    setup.bjerrum = 7.117;
+    setup.cell_radius = 60;
+    setup.species = 2;
+    void *self = NULL;
+    ck_assert_int_ne(api->create(&host, NULL, NULL, &setup, &self), 0);
+    ck_assert_msg(strstr(cuda_msg, "GPU version") != NULL, "message: %s", cuda_msg);
+    dlclose(h);
+}
+END_TEST
+
 static void refused(const char *ini, const char *want)
 {
     metro_options opt = {0};
@@ -357,7 +405,7 @@ int main(void)
     tcase_set_timeout(tc, 1800);
     add(tc, "same_chain_dilute_65536", same_chain_dilute_65536);
     (void)enclosure, (void)overlap_is_found, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
-    (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals;
+    (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 #else
@@ -372,6 +420,7 @@ int main(void)
     add(tc, "broken_bound_is_caught", broken_bound_is_caught);
     add(tc, "two_ions", two_ions);
     add(tc, "refusals", refusals);
+    add(tc, "refuses_cuda", refuses_cuda);
     (void)same_chain_dilute_65536;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
