@@ -40,7 +40,8 @@
  *   refine = 2     undecided moves are retried this many times, first at
  *                  order_refine on the same cells, then with theta halved
  *                  each time, before the reference's delta() decides
- *   leaf = 8       particles per leaf cell, about (sets the depth)
+ *   leaf = 32      particles per leaf cell, about (sets the depth; larger
+ *                  leaves keep fewer moment levels, which stay in cache)
  *   direct_max = 32  far cells of the two finest levels holding at most this
  *                  many particles are summed directly (cheaper than an
  *                  expansion, and exact)
@@ -141,7 +142,7 @@ static const metro_param_decl params[] = {
      "opening parameter: a cell is far when its radius is at most theta times its distance"},
     {"refine", METRO_PARAM_INT, "2", 0, HIER_MAX_STAGES - 1, NULL, "",
      "retries of an undecided move (order_refine, then theta halved) before the reference's direct sum decides"},
-    {"leaf", METRO_PARAM_INT, "8", 1, 100000, NULL, "", "particles per leaf cell, about"},
+    {"leaf", METRO_PARAM_INT, "32", 1, 100000, NULL, "", "particles per leaf cell, about (within a factor 2.8: the nearest power of 8)"},
     {"direct_max", METRO_PARAM_INT, "32", 0, 1000000, NULL, "",
      "far cells (of the two finest levels) with at most this many particles are summed directly"},
     {"trials", METRO_PARAM_INT, "0", 0, 2147483647, NULL, "",
