@@ -400,6 +400,14 @@ static void add(TCase *tc, const char *name, const TTest *test)
 int main(void)
 {
 #ifdef HIER_LARGE
+    /* 5.4 minutes alone, 10 under ctest -j2, on this project's 2-core
+     * machine: more than CI's few minutes per suite, so only on request
+     * (the dense N = 4096 cases of test_hierarchical are CI's) */
+    const char *slow = getenv("METRO_SLOW_TESTS");
+    if (!slow || !*slow || !strcmp(slow, "0")) {
+        printf("skipped: the N = 65,536 same-chain test takes 5-10 minutes; set METRO_SLOW_TESTS=1 to run it\n");
+        return 77;
+    }
     Suite *s = suite_create("hierarchical_large");
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 1800);
