@@ -1,5 +1,5 @@
 /* hier_tree.c — the octree of hier_tree.h: lists, moments, and the
- * enclosure of the potential at a point (DESIGN.md, "Error bounds"). */
+ * enclosure of the potential at a point (DESIGN.md, "The error bound"). */
 #include "hier_tree.h"
 
 #include <math.h>
@@ -97,8 +97,6 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
          * cell's face still lies within rho of its centre */
         t->rho[l] = 0.5 * sqrt(3.0) * t->h[l] * (1.0 + 1e-9);
     }
-    t->zmax = 0.0f;
-    for (int s = 0; s < METRO_MAX_SPECIES; ++s) t->zmax = fmaxf(t->zmax, fabsf(prm->sp[s].x));
     if (build_indices(t)) return -1;
     for (int l = 1; l < L; ++l) {
         t->mom[l] = malloc(cells_of(t, l) * (size_t)t->stride * sizeof(double));
@@ -393,9 +391,8 @@ static void direct(walk *w, size_t c)
  *   Σ_{n<=p} |y|^-(2n+1) Σ_{|k|=n} H_k y^k,
  * the multi-indices in the order of build_indices (degree, then kx and ky
  * descending). */
-static double expand(const hier_tree *t, const double *H, const double y[3], double d, int p)
+static double expand(const double *H, const double y[3], double d, int p)
 {
-    (void)t;
     double px[HIER_MAX_ORDER + 1], py[HIER_MAX_ORDER + 1], pz[HIER_MAX_ORDER + 1];
     px[0] = py[0] = pz[0] = 1.0;
     for (int e = 1; e <= p; ++e) {
@@ -476,7 +473,7 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
                 Eq = B / dq; /* times 1/(d - rho) below */
                 if (q == qmax || Eq <= want) break;
             }
-            r->S += expand(t, M + t->p + 2, y, d, q);
+            r->S += expand(M + t->p + 2, y, d, q);
             r->E += Eq / (d - rho);
             r->Phi += A / (d - rho);
             r->adds += (q + 1) * (q + 2) * (q + 3) / 6;

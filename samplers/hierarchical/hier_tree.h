@@ -70,7 +70,6 @@ typedef struct hier_tree {
     double *f1, *f2;             /* the recurrence's factors per index */
     const metro_float4 *pos;     /* the positions (the state's array) */
     const coulomb_hs_params *prm;
-    float zmax;
     int direct_max;              /* far cells of at most this many particles (at the two
                                     finest moment levels) are summed directly */
 } hier_tree;
