@@ -60,6 +60,11 @@ int metro_pc_select(const metro_float4 *pos, int n, const struct metro_pc_system
 void metro_pc_histogram_cpu(const metro_float4 *pos, const int *central, const pc_launch *L,
                             double *hist, double *psi);
 
+/* The pair counts of metro_pc_histogram_cpu (not the potential sums) from a
+ * cell list, O(n_central x neighbours) instead of O(n_central x n): the
+ * same counts bit for bit.  Returns 0, or -1 when out of memory. */
+int metro_pc_histogram_cells(const metro_float4 *pos, const int *central, const pc_launch *L, double *hist);
+
 /* ---- blocks of measurements ---------------------------------------------- */
 
 /* A record holds the sums of one block: [0] configurations measured,

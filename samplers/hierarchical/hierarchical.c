@@ -1,0 +1,527 @@
+/* hierarchical — sequential-updating Metropolis for charged hard spheres
+ * that makes, from the same random numbers, exactly the decisions of the
+ * brush sampler's CPU path (the sequential reference), without summing
+ * over every partner for every move (DESIGN.md in this folder).
+ *
+ * A cycle is brush's: every particle in index order tries one move, a
+ * displacement uniform in the cube of side D around it (brush.h's trial,
+ * the same uniforms u[4i..4i+3]).  The reference accepts iff
+ * metro_accept(ΔE_ref, u) with ΔE_ref coulomb_hs's delta() (float pair
+ * energies summed in double).  Here ΔE is enclosed from an octree: near
+ * partners summed as the reference sums them, far cells through harmonic
+ * multipole moments of order `order`, with a rigorous bound on the
+ * truncation and on every rounding by which ΔE_ref may differ from the
+ * exact sum.  When the enclosure lies on one side of the threshold -ln u
+ * the decision is the reference's; otherwise the move is looked at again
+ * at order `order_refine`, then with the opening parameter halved (`refine`
+ * looks in all), and if still undecided the reference's own delta()
+ * decides.  Hard-core overlaps and the wall are tested with coulomb_hs's
+ * own float expressions.
+ *
+ * Needs (checked in create() and start()): a potential that declares a
+ * Bjerrum length, species with charges and diameters and a spherical cell
+ * (metro_setup), has no bonds, and whose device parameter block is
+ * coulomb_hs_params with those values (coulomb_hs itself): the pair energy
+ * must be λ_B z_a z_b / r with hard cores, which the bounds assume.  CPU
+ * backend only for now (the GPU version is a later issue).
+ *
+ * Parameters:
+ *   step = 0       D, the side of the trial cube (brush's meaning; 0 = 2R/3)
+ *   order = 8      highest multipole order of the far cells at a move's first
+ *                  look
+ *   order_refine = 12  the same for the refinements (>= order; 0 ... 12)
+ *   tolerance = 0  first look: each far cell takes the lowest order whose
+ *                  rigorous truncation bound is within this fraction of
+ *                  A/(d - rho) (its Σ|z| over its distance), up to `order`;
+ *                  0: always `order`.  (1e-4 measured 10% faster per move
+ *                  at N = 2^18, within this machine's noise, and the running
+ *                  energy wanders 3x more: off by default.)
+ *   tolerance_refine = 0  the same for the refinements
+ *   theta = 0.6    opening parameter: a cell of radius rho at distance d is
+ *                  far when rho <= theta d (and beyond the hard cores)
+ *   refine = 2     undecided moves are retried this many times, first at
+ *                  order_refine on the same cells, then with theta halved
+ *                  each time, before the reference's delta() decides
+ *   leaf = 32      particles per leaf cell, about (sets the depth; larger
+ *                  leaves keep fewer moment levels, which stay in cache)
+ *   direct_max = 32  far cells of the two finest levels holding at most this
+ *                  many particles are summed directly (cheaper than an
+ *                  expansion, and exact)
+ *   trials = 0     particles that try a move per cycle, from index 0 (0:
+ *                  all); partial cycles are for timing, as in brush
+ *   threads = 1    OpenMP threads for a move's two enclosures (trial and
+ *                  old position); 0: all cores.  A fork per move: on cores
+ *                  busy with other work the second thread waits for the
+ *                  scheduler and a move costs 10x more (bench/NOTES.md)
+ *   bound_scale = 1  multiplies the bound; 1 is the rigorous value.  Below 1
+ *                  the guarantee is gone: for the tests that show a broken
+ *                  bound is caught.
+ *
+ * Bookkeeping as brush: st->energy[0] += each accepted ΔE (the enclosure's
+ * centre, or the reference's value where it decided), acceptance.csv per
+ * cycle, save()/restore() of the cycle count, that history and the uniforms
+ * drawn ahead; finish() logs how many moves each stage decided.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "metro/plugin.h"
+
+#include "brush.h"
+#include "coulomb_hs.h"
+#include "hier_tree.h"
+
+#define HIER_POOL_FLOATS 65536
+#define HIER_MAX_STAGES 8
+
+typedef struct hier {
+    const metro_host_api *host;
+    metro_ctx *ctx;
+    double step_param;
+    int order, order_hi, refine, leaf, threads, direct_max;
+    double tol, tol_refine;
+    double theta, bound_scale;
+    long trials;
+    float step;
+    double cell_radius, dmax;
+    int nspecies;
+    metro_species species[METRO_MAX_SPECIES];
+    double bjerrum;
+    /* start() */
+    metro_state *st;
+    const metro_potential_api *pot;
+    void *pot_self;
+    coulomb_hs_params prm;
+    hier_tree tree;
+    int have_tree;
+    int n;
+    long long cycles;
+    long long *hist;
+    size_t nhist, caphist;
+    float *pool;
+    size_t pool_pos, pool_n, pool_cap;
+    /* statistics since start: moves decided at stage s (wall and overlap
+     * rejections count at stage 0), by the reference, all moves */
+    long long stage[HIER_MAX_STAGES], fallback, wall, overlap, moves;
+    long long cells, direct;
+    double t_rebuild, t_moves; /* seconds spent rebuilding the tree and moving */
+    double c_rebuild, c_moves; /* the same in CPU time of the process */
+} hier;
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* CPU seconds of the whole process (every thread): on a machine shared with
+ * other work, the cost of the computation itself. */
+static double cpu_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static const metro_param_decl params[] = {
+    {"step", METRO_PARAM_REAL, "0", 0, 1e9, NULL, "length",
+     "side D of the trial cube around a particle (0: 2/3 of the cell radius), as brush"},
+    {"order", METRO_PARAM_INT, "8", 0, HIER_MAX_ORDER, NULL, "",
+     "highest multipole order of the far cells at a move's first look"},
+    {"order_refine", METRO_PARAM_INT, "12", 0, HIER_MAX_ORDER, NULL, "",
+     "highest multipole order of the refinements (at least order)"},
+    {"tolerance", METRO_PARAM_REAL, "0", 0, 1, NULL, "",
+     "first look: a far cell takes the lowest order whose truncation bound is within this fraction of its |charge|/distance (0: always order)"},
+    {"tolerance_refine", METRO_PARAM_REAL, "0", 0, 1, NULL, "",
+     "the same for the refinements (0: always order_refine)"},
+    {"theta", METRO_PARAM_REAL, "0.6", 0.01, 0.9, NULL, "",
+     "opening parameter: a cell is far when its radius is at most theta times its distance"},
+    {"refine", METRO_PARAM_INT, "2", 0, HIER_MAX_STAGES - 1, NULL, "",
+     "retries of an undecided move (order_refine, then theta halved) before the reference's direct sum decides"},
+    {"leaf", METRO_PARAM_INT, "32", 1, 100000, NULL, "", "particles per leaf cell, about (within a factor 2.8: the nearest power of 8)"},
+    {"direct_max", METRO_PARAM_INT, "32", 0, 1000000, NULL, "",
+     "far cells (of the two finest levels) with at most this many particles are summed directly"},
+    {"trials", METRO_PARAM_INT, "0", 0, 2147483647, NULL, "",
+     "particles that try a move per cycle, from index 0 (0: all); partial cycles are for timing"},
+    {"threads", METRO_PARAM_INT, "1", 0, 4096, NULL, "",
+     "OpenMP threads for the two enclosures of a move (0: all cores; more than 1 pays only on idle cores)"},
+    {"bound_scale", METRO_PARAM_REAL, "1", 0, 1e6, NULL, "",
+     "factor on the rigorous error bound (1); below 1 decisions may differ from the reference: tests only"},
+    METRO_PARAM_END};
+
+static int hist_push(hier *b, long long a)
+{
+    if (b->nhist == b->caphist) {
+        size_t cap = b->caphist ? 2 * b->caphist : 1024;
+        long long *h = realloc(b->hist, cap * sizeof *h);
+        if (!h) return b->host->fail(b->ctx, "out of memory for the acceptance history");
+        b->hist = h;
+        b->caphist = cap;
+    }
+    b->hist[b->nhist++] = a;
+    return 0;
+}
+
+static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *p, metro_setup *setup,
+                  void **self)
+{
+    if (setup->backend == METRO_BACKEND_CUDA)
+        return host->fail(ctx, "hierarchical: the GPU version of this sampler is not there yet; run it with "
+                               "device = cpu, or use sampler brush on CUDA (the same chain)");
+    if (!(setup->bjerrum > 0) || setup->species < 1 || !(setup->cell_radius > 0) || setup->chain)
+        return host->fail(ctx,
+                          "hierarchical: the potential must be a Coulomb system of charged hard spheres in a "
+                          "spherical cell (a Bjerrum length, species with charges and diameters, a cell radius, "
+                          "no bonds), as coulomb_hs is; this one declares bjerrum = %g, %d species, cell radius "
+                          "%g, %s",
+                          setup->bjerrum, setup->species, setup->cell_radius, setup->chain ? "bonds" : "no bonds");
+    hier *b = calloc(1, sizeof *b);
+    if (!b) return host->fail(ctx, "out of memory");
+    b->host = host;
+    b->ctx = ctx;
+    b->step_param = host->param_real(p, "step");
+    b->order = (int)host->param_int(p, "order");
+    b->order_hi = (int)host->param_int(p, "order_refine");
+    b->tol = host->param_real(p, "tolerance");
+    b->tol_refine = host->param_real(p, "tolerance_refine");
+    b->theta = host->param_real(p, "theta");
+    b->refine = (int)host->param_int(p, "refine");
+    b->leaf = (int)host->param_int(p, "leaf");
+    b->direct_max = (int)host->param_int(p, "direct_max");
+    b->trials = host->param_int(p, "trials");
+    b->threads = (int)host->param_int(p, "threads");
+    b->bound_scale = host->param_real(p, "bound_scale");
+    b->cell_radius = setup->cell_radius;
+    b->bjerrum = setup->bjerrum;
+    b->nspecies = setup->species;
+    memcpy(b->species, setup->species_table, sizeof b->species);
+    for (int s = 0; s < b->nspecies; ++s) b->dmax = fmax(b->dmax, setup->species_table[s].diameter);
+    b->step = (float)(b->step_param > 0 ? b->step_param : 2.0 * setup->cell_radius / 3.0);
+    if (b->order_hi < b->order) {
+        host->fail(ctx, "order_refine: %d is below order = %d", b->order_hi, b->order);
+        free(b);
+        return -1;
+    }
+    if (b->trials > setup->particles) {
+        host->fail(ctx, "trials: %ld is more than the %d particles", b->trials, setup->particles);
+        free(b);
+        return -1;
+    }
+    setup->replicas = 1;
+    *self = b;
+    return 0;
+}
+
+static void destroy(void *self)
+{
+    hier *b = self;
+    if (!b) return;
+    if (b->have_tree) hier_tree_free(&b->tree);
+    free(b->pool);
+    free(b->hist);
+    free(b);
+}
+
+/* The depth: leaves of about `leaf` particles, counting only the ball's
+ * share (pi/6) of the cube; the nearest power of 8 (so a leaf holds between
+ * leaf / 2.8 and 2.8 leaf particles). */
+static int leaf_level(int n, int leaf)
+{
+    double want = 6.0 * (double)n / (M_PI * (double)leaf);
+    int L = want > 1.0 ? (int)floor(log(want) / log(8.0) + 0.5) : 0;
+    return L < 0 ? 0 : L > HIER_MAX_LEVEL ? HIER_MAX_LEVEL : L;
+}
+
+static int start(void *self, metro_state *st, const metro_potential_api *pot, void *pot_self)
+{
+    hier *b = self;
+    b->st = st;
+    b->pot = pot;
+    b->pot_self = pot_self;
+    b->n = st->particles;
+    st->beta[0] = 1.0;
+    st->slot_replica[0] = 0;
+    if (st->replicas != 1) return b->host->fail(b->ctx, "hierarchical runs one replica, not %d", st->replicas);
+    size_t size = 0;
+    const void *blk = pot->device_params ? pot->device_params(pot_self, &size) : NULL;
+    if (!blk || size != sizeof(coulomb_hs_params))
+        return b->host->fail(b->ctx,
+                             "hierarchical: the potential's parameter block (%zu bytes) is not coulomb_hs's "
+                             "(%zu bytes); this sampler needs coulomb_hs's pair energy and hard cores",
+                             size, sizeof(coulomb_hs_params));
+    memcpy(&b->prm, blk, sizeof b->prm);
+    int same = b->prm.nspecies == b->nspecies;
+    for (int s = 0; same && s < b->nspecies; ++s) {
+        const metro_species *sp = &b->species[s];
+        same = b->prm.sp[s].x == (float)sp->charge && b->prm.sp[s].y == (float)(sp->diameter / 2) &&
+               b->prm.sp[s].z == (float)(b->bjerrum * sp->charge);
+    }
+    if (!same)
+        return b->host->fail(b->ctx, "hierarchical: the potential's parameter block does not hold the charges, "
+                                     "radii and Bjerrum length it declared: not coulomb_hs's layout");
+    /* the cube around the cell, a little wider so no centre sits on its
+     * faces */
+    const double Rt = b->cell_radius * (1.0 + 1e-6);
+    if (hier_tree_init(&b->tree, st->pos, b->n, &b->prm, b->order_hi, b->order, leaf_level(b->n, b->leaf), Rt)) {
+        hier_tree_free(&b->tree);
+        return b->host->fail(b->ctx, "hierarchical: out of memory for the tree");
+    }
+    b->have_tree = 1;
+    b->tree.direct_max = b->direct_max;
+    b->tree.tol[0] = b->tol;
+    b->tree.tol[1] = b->tol_refine;
+    b->host->log(b->ctx, METRO_LOG_INFO,
+                 "hierarchical: %d levels (leaves of %.3g Å), order %d, theta %g, %d refinements; CPU", b->tree.L,
+                 b->tree.h[b->tree.L], b->order, b->theta, b->refine);
+    return 0;
+}
+
+static int reserve_pool(hier *b, size_t floats)
+{
+    if (floats <= b->pool_cap) return 0;
+    float *p = realloc(b->pool, floats * sizeof *p);
+    if (!p) return b->host->fail(b->ctx, "out of memory for %zu uniforms", floats);
+    b->pool = p;
+    b->pool_cap = floats;
+    return 0;
+}
+
+/* The next cycle's uniforms: the stream consumed as brush consumes it
+ * (4 per particle per cycle, whole cycles). */
+static const float *cycle_uniforms(hier *b)
+{
+    const size_t per = (size_t)b->n * BRUSH_UNIFORMS_PER_PARTICLE;
+    if (b->pool_n - b->pool_pos < per) {
+        size_t k = per < HIER_POOL_FLOATS ? HIER_POOL_FLOATS / per : 1;
+        if (reserve_pool(b, k * per) || b->host->uniform(b->ctx, b->pool, k * per)) return NULL;
+        b->pool_pos = 0;
+        b->pool_n = k * per;
+    }
+    const float *u = b->pool + b->pool_pos;
+    b->pool_pos += per;
+    return u;
+}
+
+/* The rounding allowance, relative to Σ|λ z_a z_j| / r_j (DESIGN.md):
+ *   reference: each float pair energy within 16 float ulps of the exact
+ *   λ z_a z_b / r (a generous cover of its 9 roundings and of the rounding
+ *   of the prefactor), the double difference and a double sum of up to
+ *   n + 2 terms in any order;
+ *   ours: 1e-9 for the moments' and the recurrence's double roundings
+ *   (checked, not proven: test_hierarchical's enclosure test) and 2^-50 per
+ *   term added. */
+static double ref_rel(int n)
+{
+    return 16.0 * 0x1p-24 + ((double)n + 4.0) * 0x1p-53 * 1.01;
+}
+
+/* One enclosure of both points at opening parameter theta. */
+static void enclose(hier *b, metro_float4 t, metro_float4 o, int i, double theta, int hi, hier_result *rt,
+                    hier_result *ro)
+{
+    const double dcut = b->dmax * 1.001 + 1e-6;
+#ifdef _OPENMP
+    int nt = b->threads > 0 ? b->threads : omp_get_max_threads();
+    if (nt >= 2) {
+#pragma omp parallel sections num_threads(2)
+        {
+#pragma omp section
+            hier_eval(&b->tree, t, i, o, theta, dcut, 1, hi, rt);
+#pragma omp section
+            hier_eval(&b->tree, o, i, o, theta, dcut, 0, hi, ro);
+        }
+        return;
+    }
+#endif
+    hier_eval(&b->tree, t, i, o, theta, dcut, 1, hi, rt);
+    if (!rt->overlap && !rt->degenerate) hier_eval(&b->tree, o, i, o, theta, dcut, 0, hi, ro);
+    else memset(ro, 0, sizeof *ro);
+}
+
+static int advance(void *self, metro_state *st, long sweeps)
+{
+    hier *b = self;
+    const int n = b->n;
+    const int trials = b->trials ? (int)b->trials : n;
+    metro_float4 *pos = st->pos;
+    const double kref = ref_rel(n);
+    b->tree.pos = pos;
+    for (long s = 0; s < sweeps; ++s) {
+        const float *uc = cycle_uniforms(b);
+        if (!uc) return -1;
+        const double t0 = seconds_now(), c0 = cpu_now();
+        hier_tree_rebuild(&b->tree);
+        const double t1 = seconds_now(), c1 = cpu_now();
+        long long acc = 0;
+        for (int i = 0; i < trials; ++i) {
+            const float *u = uc + (size_t)BRUSH_UNIFORMS_PER_PARTICLE * i;
+            const metro_float4 o = pos[i];
+            const metro_float4 t = brush_trial(o, u[0], u[1], u[2], b->step);
+            b->moves++;
+            if (coulomb_hs_external(&b->prm, t) != 0.0f) { /* the reference: +inf, rejected */
+                b->wall++;
+                b->stage[0]++;
+                continue;
+            }
+            const double lz = (double)b->prm.sp[coulomb_hs_species(o.w)].z; /* λ z_a as the reference has it */
+            const double T = -log((double)u[3]);
+            const double dT = 1e-12 * (1.0 + T);
+            int decided = 0, accept = 0;
+            double de = 0.0;
+            /* stage 0: order `order`; stage 1: order `order_refine`, same
+             * cells; later stages: theta halved each time */
+            double theta = b->theta;
+            for (int stage = 0; stage <= b->refine && !decided; ++stage) {
+                if (stage >= 2) theta *= 0.5;
+                hier_result rt, ro;
+                enclose(b, t, o, i, theta, stage > 0, &rt, &ro);
+                b->cells += rt.cells + ro.cells;
+                b->direct += rt.direct + ro.direct;
+                if (rt.overlap) {
+                    b->overlap++;
+                    b->stage[stage]++;
+                    decided = 1;
+                    accept = 0;
+                    break;
+                }
+                if (rt.degenerate || ro.degenerate) break; /* a coincidence: the reference decides */
+                /* near partners: the reference's own float terms; far
+                 * cells: λ z_a times the expansions */
+                const double est = (rt.Sf - ro.Sf) + lz * (rt.S - ro.S);
+                const double rel_t = kref + 1e-9 + (double)rt.adds * 0x1p-50;
+                const double rel_o = kref + 1e-9 + (double)ro.adds * 0x1p-50;
+                const double eps = b->bound_scale * fabs(lz) *
+                                   (rt.E + ro.E + rel_t * rt.Phi + rel_o * ro.Phi + kref * (rt.Phid + ro.Phid)) *
+                                   (1.0 + 1e-9);
+                const double hi = est + eps, lo = est - eps;
+                if (hi <= 0.0 || hi <= T - dT) {
+                    decided = accept = 1;
+                } else if (lo >= T + dT) {
+                    decided = 1;
+                    accept = 0;
+                }
+                if (decided) {
+                    b->stage[stage]++;
+                    de = est;
+                }
+            }
+            if (!decided) {
+                de = b->pot->delta(b->pot_self, pos, n, i, t);
+                accept = metro_accept(de, u[3]);
+                b->fallback++;
+            }
+            if (accept) {
+                pos[i] = t;
+                hier_tree_move(&b->tree, i, o);
+                st->energy[0] += de;
+                ++acc;
+            }
+        }
+        b->t_rebuild += t1 - t0;
+        b->t_moves += seconds_now() - t1;
+        b->c_rebuild += c1 - c0;
+        b->c_moves += cpu_now() - c1;
+        st->accepted[0] += acc;
+        st->attempted[0] += trials;
+        b->cycles++;
+        if (hist_push(b, acc)) return -1;
+    }
+    return 0;
+}
+
+static int sync_state(void *self, metro_state *st)
+{
+    (void)self;
+    (void)st;
+    return 0;
+}
+
+static int finish(void *self, metro_state *st)
+{
+    hier *b = self;
+    FILE *f = b->host->open_output(b->ctx, "acceptance.csv");
+    if (!f) return -1;
+    fprintf(f, "cycle,accepted,attempted,rate\n");
+    const long long per = b->trials ? b->trials : b->n;
+    const long long first = b->cycles - (long long)b->nhist;
+    for (size_t i = 0; i < b->nhist; ++i)
+        fprintf(f, "%lld,%lld,%lld,%.6f\n", first + (long long)i + 1, b->hist[i], per,
+                per ? (double)b->hist[i] / (double)per : 0.0);
+    if (fclose(f) != 0) return b->host->fail(b->ctx, "acceptance.csv: write failed");
+    const double m = b->moves ? (double)b->moves : 1.0;
+    b->host->log(b->ctx, METRO_LOG_INFO,
+                 "hierarchical: %lld cycles, acceptance %.4f; moves %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
+                 "reference %lld (wall %lld, overlap %lld); far cells %.1f and direct partners %.1f per move; "
+                 "%.6g s rebuilding the tree, %.6g s moving (CPU %.6g s, %.6g s)",
+                 b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, b->moves,
+                 b->stage[0], b->stage[1], b->stage[2], b->fallback, b->wall, b->overlap, (double)b->cells / m,
+                 (double)b->direct / m, b->t_rebuild, b->t_moves, b->c_rebuild, b->c_moves);
+    return 0;
+}
+
+#define HIER_MAGIC 0x52454948u /* "HIER" */
+
+static int save(void *self)
+{
+    hier *b = self;
+    unsigned hdr[2] = {HIER_MAGIC, 1u};
+    long long nh = (long long)b->nhist, np = (long long)(b->pool_n - b->pool_pos);
+    if (b->host->save_bytes(b->ctx, hdr, sizeof hdr) || b->host->save_bytes(b->ctx, &b->cycles, sizeof b->cycles) ||
+        b->host->save_bytes(b->ctx, &nh, sizeof nh) || b->host->save_bytes(b->ctx, &np, sizeof np) ||
+        (nh && b->host->save_bytes(b->ctx, b->hist, b->nhist * sizeof *b->hist)) ||
+        (np && b->host->save_bytes(b->ctx, b->pool + b->pool_pos, (size_t)np * sizeof(float))))
+        return -1;
+    return 0;
+}
+
+static int restore(void *self, const void *data, size_t size)
+{
+    hier *b = self;
+    const unsigned char *p = data;
+    unsigned hdr[2];
+    long long cycles, nh, np;
+    const size_t head = sizeof hdr + sizeof cycles + sizeof nh + sizeof np;
+    if (size < head) return b->host->fail(b->ctx, "hierarchical: checkpoint too short");
+    memcpy(hdr, p, sizeof hdr);
+    memcpy(&cycles, p + sizeof hdr, sizeof cycles);
+    memcpy(&nh, p + sizeof hdr + sizeof cycles, sizeof nh);
+    memcpy(&np, p + sizeof hdr + sizeof cycles + sizeof nh, sizeof np);
+    if (hdr[0] != HIER_MAGIC || hdr[1] != 1u) return b->host->fail(b->ctx, "hierarchical: not a hierarchical checkpoint");
+    if (nh < 0 || np < 0 || size != head + (size_t)nh * sizeof(long long) + (size_t)np * sizeof(float))
+        return b->host->fail(b->ctx, "hierarchical: checkpoint has the wrong size");
+    if (reserve_pool(b, (size_t)np + 1)) return -1;
+    memcpy(b->pool, p + head + (size_t)nh * sizeof(long long), (size_t)np * sizeof(float));
+    b->pool_pos = 0;
+    b->pool_n = (size_t)np;
+    b->nhist = 0;
+    for (long long i = 0; i < nh; ++i) {
+        long long a;
+        memcpy(&a, p + head + (size_t)i * sizeof a, sizeof a);
+        if (hist_push(b, a)) return -1;
+    }
+    b->cycles = cycles;
+    return 0;
+}
+
+static const metro_sampler_api api = {
+    .version = METRO_ABI_VERSION,
+    .create = create,
+    .destroy = destroy,
+    .start = start,
+    .advance = advance,
+    .sync = sync_state,
+    .finish = finish,
+    .save = save,
+    .restore = restore,
+};
+
+METRO_PLUGIN(sampler, "hierarchical", "0.1.0",
+             "sequential Metropolis for coulomb_hs with brush's exact decisions from an octree with rigorous "
+             "bounds (CPU; needs a Coulomb hard-sphere potential with coulomb_hs's parameters)",
+             params, api)
