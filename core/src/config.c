@@ -14,57 +14,130 @@
 
 /* ---- reading ------------------------------------------------------------ */
 
-/* inih as Debian builds it has no line numbers in its handler, so the
- * reader counts lines: the handler runs right after the line it reports is
- * read, so the count is that line's number. */
+/* inih does the INI syntax; this file hands it the text one line at a time
+ * through its stream API, which is where three things inih cannot do are
+ * done:
+ *  - line numbers: inih as Debian builds it passes none to the handler, but
+ *    it calls the handler right after the line it reports is read, so the
+ *    reader's count is that line's number;
+ *  - long lines: inih copies each line into a buffer of `num` bytes (200 in
+ *    Debian's build), too short for a list of temperatures.  A key line that
+ *    does not fit reaches inih as "key=" with the value kept aside here
+ *    (r->long_value) and swapped back in by the handler, with the value
+ *    treated exactly as inih treats one (blanks trimmed, a `;` after a blank
+ *    starts a comment).  Only METRO__CONFIG_MAX_LINE bounds a line;
+ *  - NUL bytes, which would end a C string early: the text comes with its
+ *    size, and a NUL byte is an error naming its line.
+ * Leading blanks are dropped before inih sees a line: an indented key is a
+ * key (inih would take it for the continuation of the previous value, which
+ * metro does not use). */
 static char *norm_section(const char *s);
-static void add_section(metro__config *c, const char *section, int line);
+static void add_section(metro__config *c, const char *section, const char *where, int line);
+static char *where_of(const char *file, int line, const char *assignment);
 
 typedef struct reader {
-    const char *p;
+    const char *p, *end;   /* the text not yet read */
     int line;
     metro__config *c;
     metro_error *err;
     int status;
+    char *long_value;      /* this line's value when the line is too long for inih */
 } reader;
+
+static int is_blank(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+/* Where inih's key or value scan stops: at one of `stop` (NULL: none), or
+ * at a ';' that follows a blank (an inline comment), or at the end. */
+static const char *scan_to(const char *s, const char *e, const char *stop)
+{
+    int was_blank = 0;
+    for (; s < e; ++s) {
+        if (stop && strchr(stop, *s)) break;
+        if (was_blank && *s == ';') break;
+        was_blank = isspace((unsigned char)*s);
+    }
+    return s;
+}
+
+static void note_long(reader *r, char *str, int num, const char *s, const char *e)
+{
+    str[0] = '\n';
+    str[1] = 0;
+    if (*s == ';' || *s == '#') return; /* a long comment is just cut */
+    if (e - s > METRO__CONFIG_MAX_LINE) {
+        r->status = metro__fail(r->err, METRO_EUSAGE,
+                                "%s:%d: line longer than %d characters (the most a line may hold)",
+                                r->c->path, r->line, METRO__CONFIG_MAX_LINE);
+        return;
+    }
+    if (*s == '[') {
+        r->status = metro__fail(r->err, METRO_EUSAGE,
+                                "%s:%d: section header longer than %d characters", r->c->path,
+                                r->line, num - 3);
+        return;
+    }
+    const char *sep = scan_to(s, e, "=:");
+    const char *k = sep;
+    while (k > s && isspace((unsigned char)k[-1])) --k;
+    if (sep == e || *sep == ';') {
+        /* no '=' before the end or a comment: inih's syntax error */
+        snprintf(str, (size_t)num, "?\n");
+        return;
+    }
+    if (k - s > num - 4) {
+        r->status = metro__fail(r->err, METRO_EUSAGE, "%s:%d: key longer than %d characters",
+                                r->c->path, r->line, num - 4);
+        return;
+    }
+    const char *v = sep + 1;
+    while (v < e && isspace((unsigned char)*v)) ++v;
+    const char *ve = scan_to(v, e, NULL);
+    while (ve > v && isspace((unsigned char)ve[-1])) --ve;
+    snprintf(str, (size_t)num, "%.*s=\n", (int)(k - s), s);
+    r->long_value = strndup(v, (size_t)(ve - v));
+    if (!r->long_value) abort(); /* the core's out-of-memory policy (util.h) */
+}
 
 static char *read_line(char *str, int num, void *stream)
 {
     reader *r = stream;
-    if (!*r->p) return NULL;
-    int i = 0;
-    while (*r->p && i < num - 1) {
-        char ch = *r->p++;
-        str[i++] = ch;
-        if (ch == '\n') break;
-    }
-    str[i] = 0;
+    free(r->long_value);
+    r->long_value = NULL;
+    if (r->p >= r->end || num < 8) return NULL;
+    const char *s = r->p, *nl = memchr(s, '\n', (size_t)(r->end - s));
+    const char *e = nl ? nl : r->end;
+    r->p = nl ? nl + 1 : r->end;
     r->line++;
-    if (i == num - 1 && str[i - 1] != '\n' && *r->p) {
-        /* longer than inih's buffer: the rest of the line would be read as
-         * a line of its own.  A comment is cut (harmless); anything else is
-         * an error. */
-        const char *t = str;
-        while (isspace((unsigned char)*t)) ++t;
-        if (*t != ';' && *t != '#')
-            r->status = metro__fail(r->err, METRO_EUSAGE, "%s:%d: line longer than %d characters", r->c->path,
-                                    r->line, num - 2);
-        while (*r->p && *r->p != '\n') ++r->p;
-        if (*r->p) ++r->p;
-        if (*t != ';' && *t != '#') {
-            str[0] = '\n';
-            str[1] = 0;
-        }
+    if (memchr(s, 0, (size_t)(e - s))) {
+        /* binary data: what follows would only add noise */
+        r->status = metro__fail(r->err, METRO_EUSAGE, "%s:%d: NUL byte (the file is not text)",
+                                r->c->path, r->line);
+        r->p = r->end;
+        return NULL;
     }
+    if (r->line == 1 && e - s >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) s += 3; /* UTF-8 BOM */
+    while (s < e && is_blank(*s)) ++s;
+    if (e - s + 2 > num) {
+        note_long(r, str, num, s, e);
+        return str;
+    }
+    memcpy(str, s, (size_t)(e - s));
+    str[e - s] = '\n';
+    str[e - s + 1] = 0;
     /* inih reports keys, not section headers: note each header's line so
      * that errors about an empty or incomplete section can point at it */
-    const char *s = str;
-    while (isspace((unsigned char)*s)) ++s;
-    const char *close = *s == '[' ? strchr(s, ']') : NULL;
+    const char *close = *str == '[' ? strchr(str, ']') : NULL;
     if (close) {
-        char *name = strndup(s + 1, (size_t)(close - s - 1));
+        char *name = strndup(str + 1, (size_t)(close - str - 1));
         char *sec = norm_section(name);
-        if (*sec) add_section(r->c, sec, r->line);
+        if (*sec) {
+            char *where = where_of(r->c->path, r->line, NULL);
+            add_section(r->c, sec, where, r->line);
+            free(where);
+        }
         free(name);
         free(sec);
     }
@@ -86,64 +159,91 @@ static char *norm_section(const char *s)
     return d;
 }
 
-static void add_section(metro__config *c, const char *section, int line)
+/* "FILE:LINE", or for a --set (file "--set", line its index) the argument
+ * itself: "--set #2 system.particles=abc". */
+static char *where_of(const char *file, int line, const char *assignment)
+{
+    char *w = NULL;
+    int n = assignment ? asprintf(&w, "--set #%d %s", line, assignment)
+                       : asprintf(&w, "%s:%d", file, line);
+    if (n < 0) abort(); /* out of memory: the core's policy (util.h) */
+    return w;
+}
+
+/* where: as where_of(); line: in the file, 0 for a section that only a
+ * --set makes. */
+static void add_section(metro__config *c, const char *section, const char *where, int line)
 {
     for (int i = 0; i < c->nsections; ++i)
         if (!strcmp(c->sections[i], section)) return;
-    c->sections = metro__xrealloc(c->sections, sizeof(char *) * (c->nsections + 1));
-    c->section_line = metro__xrealloc(c->section_line, sizeof(int) * (c->nsections + 1));
+    size_t n = (size_t)c->nsections + 1;
+    c->sections = metro__xrealloc(c->sections, sizeof(char *) * n);
+    c->section_line = metro__xrealloc(c->section_line, sizeof(int) * n);
+    c->section_where = metro__xrealloc(c->section_where, sizeof(char *) * n);
     c->sections[c->nsections] = metro__strdup(section);
-    c->section_line[c->nsections++] = line;
+    c->section_line[c->nsections] = line;
+    c->section_where[c->nsections++] = metro__strdup(where);
 }
 
+/* where: as where_of(), taken over by the entry. */
 static int put(metro__config *c, const char *section, const char *key, const char *value,
-               const char *file, int line, int replace, metro_error *err)
+               const char *file, int line, char *where, int replace, metro_error *err)
 {
     metro__entry *old = metro__config_find(c, section, key);
-    if (old && !replace)
-        return metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] %s: given twice (first at line %d)",
-                           file, line, section, key, old->line);
+    if (old && !replace) {
+        int rc = metro__fail(err, METRO_EUSAGE, "%s: [%s] %s: given twice (first at line %d)",
+                             where, section, key, old->line);
+        free(where);
+        return rc;
+    }
     if (old) {
         free(old->value);
+        free(old->where);
         old->value = metro__strdup(value);
         old->file = file;
         old->line = line;
+        old->where = where;
         return METRO_OK;
     }
-    if (c->n == c->cap) c->e = metro__xrealloc(c->e, sizeof *c->e * (c->cap = c->cap ? 2 * c->cap : 32));
+    if (c->n == c->cap) c->e = metro__xrealloc(c->e, sizeof *c->e * (size_t)(c->cap = c->cap ? 2 * c->cap : 32));
+    add_section(c, section, where, replace ? 0 : line);
     metro__entry *e = &c->e[c->n++];
     e->section = metro__strdup(section);
     e->key = metro__strdup(key);
     e->value = metro__strdup(value);
     e->file = file;
     e->line = line;
+    e->where = where;
     e->used = 0;
-    add_section(c, section, line);
     return METRO_OK;
 }
 
 static int on_entry(void *user, const char *section, const char *name, const char *value)
 {
     reader *r = user;
+    if (r->long_value) value = r->long_value;
     char *sec = norm_section(section);
     if (!*sec) {
         r->status = metro__fail(r->err, METRO_EUSAGE,
                                 "%s:%d: %s: key outside any section (start with [run])",
                                 r->c->path, r->line, name);
-    } else if (put(r->c, sec, name, value, r->c->path, r->line, 0, r->err)) {
+    } else if (put(r->c, sec, name, value, r->c->path, r->line, where_of(r->c->path, r->line, NULL), 0,
+                   r->err)) {
         r->status = METRO_EUSAGE;
     }
     free(sec);
     return 1; /* keep going: report every error */
 }
 
-int metro__config_parse(const char *path, const char *text, metro__config **out, metro_error *err)
+int metro__config_parse_text(const char *path, const char *text, size_t size, metro__config **out,
+                             metro_error *err)
 {
     metro__config *c = metro__xcalloc(1, sizeof *c);
     c->path = metro__strdup(path);
     *out = c;
-    reader r = {text, 0, c, err, METRO_OK};
+    reader r = {text, text + size, 0, c, err, METRO_OK, NULL};
     int rc = ini_parse_stream(read_line, &r, on_entry, &r);
+    free(r.long_value);
     if (rc > 0)
         return metro__fail(err, METRO_EUSAGE,
                            "%s:%d: syntax error (expected '[section]', 'key = value' or a ; comment)",
@@ -152,26 +252,63 @@ int metro__config_parse(const char *path, const char *text, metro__config **out,
     return r.status;
 }
 
+int metro__config_parse(const char *path, const char *text, metro__config **out, metro_error *err)
+{
+    return metro__config_parse_text(path, text, strlen(text), out, err);
+}
+
+int metro__config_read(const char *path, metro__config **out, metro_error *err)
+{
+    size_t size = 0;
+    *out = NULL;
+    char *text = metro__read_file(path, &size);
+    if (!text) {
+        metro__config *c = metro__xcalloc(1, sizeof *c);
+        c->path = metro__strdup(path);
+        *out = c;
+        return metro__fail(err, METRO_EUSAGE, "%s: cannot be read: %s", path, strerror(errno));
+    }
+    int rc = metro__config_parse_text(path, text, size, out, err);
+    free(text);
+    return rc;
+}
+
 int metro__config_set(metro__config *c, const char *assignment, int index, metro_error *err)
 {
+    char *where = where_of("--set", index, assignment);
     const char *eq = strchr(assignment, '=');
     const char *dot = NULL;
     for (const char *s = assignment; eq && s < eq; ++s)
         if (*s == '.') dot = s;
-    if (!eq || !dot || dot == assignment || dot + 1 == eq)
-        return metro__fail(err, METRO_EUSAGE,
-                           "--set %s: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)",
-                           assignment);
-    char *sec = strndup(assignment, (size_t)(dot - assignment));
-    char *key = strndup(dot + 1, (size_t)(eq - dot - 1));
-    char *nsec = norm_section(sec);
+    char *sec = dot ? strndup(assignment, (size_t)(dot - assignment)) : NULL;
+    char *key = dot ? strndup(dot + 1, (size_t)(eq - dot - 1)) : NULL;
+    char *nsec = sec ? norm_section(sec) : NULL;
     /* trim blanks around the key and value */
     char *k = key;
-    while (isspace((unsigned char)*k)) ++k;
-    for (char *e = k + strlen(k); e > k && isspace((unsigned char)e[-1]);) *--e = 0;
-    const char *v = eq + 1;
+    while (k && isspace((unsigned char)*k)) ++k;
+    for (char *e = k ? k + strlen(k) : NULL; e && e > k && isspace((unsigned char)e[-1]);) *--e = 0;
+    const char *v = eq ? eq + 1 : "";
     while (isspace((unsigned char)*v)) ++v;
-    int rc = put(c, nsec, k, v, "--set", index, 1, err);
+    char *val = strdup(v); /* trailing blanks go too: config.ini could not keep them */
+    if (!val) abort();
+    for (char *e = val + strlen(val); e > val && isspace((unsigned char)e[-1]);) *--e = 0;
+    /* a control character would not survive the resolved config.ini (a
+     * line break there starts a new line), so the run could not be redone */
+    int ctrl = 0;
+    for (const char *s = assignment; *s; ++s) ctrl |= iscntrl((unsigned char)*s) && *s != '\t';
+    int rc;
+    if (!eq || !nsec || !*nsec || !*k) {
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)", where);
+        free(where);
+    } else if (ctrl) {
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: a control character or line break (only text and tabs are allowed)", where);
+        free(where);
+    } else {
+        rc = put(c, nsec, k, val, "--set", index, where, 1, err);
+    }
+    free(val);
     free(sec);
     free(key);
     free(nsec);
@@ -192,6 +329,13 @@ int metro__config_section_line(const metro__config *c, const char *section)
     return 0;
 }
 
+const char *metro__config_section_where(const metro__config *c, const char *section)
+{
+    for (int i = 0; i < c->nsections; ++i)
+        if (!strcmp(c->sections[i], section)) return c->section_where[i];
+    return c->path;
+}
+
 void metro__config_free(metro__config *c)
 {
     if (!c) return;
@@ -199,9 +343,14 @@ void metro__config_free(metro__config *c)
         free(c->e[i].section);
         free(c->e[i].key);
         free(c->e[i].value);
+        free(c->e[i].where);
     }
-    for (int i = 0; i < c->nsections; ++i) free(c->sections[i]);
+    for (int i = 0; i < c->nsections; ++i) {
+        free(c->sections[i]);
+        free(c->section_where[i]);
+    }
     free(c->sections);
+    free(c->section_where);
     free(c->section_line);
     free(c->e);
     free(c->path);
@@ -407,8 +556,8 @@ int metro__params_build(metro__config *c, const char *section, const metro_param
         for (int j = 0; j < p->n; ++j) known |= !strcmp(decls[j].name, e->key);
         if (!known) {
             suggest(decls, extra, e->key, allowed, sizeof allowed);
-            status = metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] %s: unknown key (%s)", e->file,
-                                 e->line, section, e->key, allowed);
+            status = metro__fail(err, METRO_EUSAGE, "%s: [%s] %s: unknown key (%s)", e->where,
+                                 section, e->key, allowed);
         }
         e->used = 1;
     }
@@ -419,19 +568,18 @@ int metro__params_build(metro__config *c, const char *section, const metro_param
         metro__decl_allowed(d, allowed, sizeof allowed);
         const char *text = e ? e->value : d->default_value;
         if (!text) {
-            int line = metro__config_section_line(c, section);
-            char where[64] = "";
-            if (line) snprintf(where, sizeof where, ":%d", line);
-            status = metro__fail(err, METRO_EUSAGE, "%s%s: [%s] %s: required but not given (%s: %s)",
-                                 c->path, where, section, d->name, allowed, d->doc ? d->doc : "");
+            /* at the section's header (or the --set that made it) */
+            status = metro__fail(err, METRO_EUSAGE, "%s: [%s] %s: required but not given (%s: %s)",
+                                 metro__config_section_where(c, section), section, d->name, allowed,
+                                 d->doc ? d->doc : "");
             continue;
         }
         p->v[j].text = metro__strdup(text);
         p->v[j].given = e != NULL;
         if (parse_value(d, text, &p->v[j], why, sizeof why)) {
             if (e)
-                status = metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] %s: %s (%s)", e->file, e->line,
-                                     section, d->name, why, allowed);
+                status = metro__fail(err, METRO_EUSAGE, "%s: [%s] %s: %s (%s)", e->where, section,
+                                     d->name, why, allowed);
             else
                 status = metro__fail(err, METRO_EUSAGE,
                                      "%s: [%s] %s: default '%s' is invalid: %s (plugin bug)",
