@@ -241,9 +241,15 @@ START_TEST(set_names_itself)
     ck_assert_int_eq(metro__config_set(c, "run. =1", 4, &err), METRO_EUSAGE);
     ck_assert_int_eq(metro__config_set(c, "run.output=a\n[x]", 5, &err), METRO_EUSAGE);
     ck_assert_int_eq(metro__config_set(c, "run.output=a\tb", 6, &err), METRO_OK);
+    /* found by fuzz_config: what config.ini would read back otherwise */
+    ck_assert_int_eq(metro__config_set(c, "run.output=a ;b", 7, &err), METRO_EUSAGE);
+    ck_assert_int_eq(metro__config_set(c, "observable a]b.every=1", 8, &err), METRO_EUSAGE);
+    ck_assert_int_eq(metro__config_set(c, "run.output=a;b", 9, &err), METRO_OK);
     ck_assert_str_eq(err.msg, "--set #3  .k=1: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)\n"
                               "--set #4 run. =1: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)\n"
-                              "--set #5 run.output=a\n[x]: a control character or line break (only text and tabs are allowed)\n");
+                              "--set #5 run.output=a?[x]: a control character or line break (only text and tabs are allowed)\n"
+                              "--set #7 run.output=a ;b: [run] output: a ';' after a blank would start a comment in config.ini (a value cannot hold it)\n"
+                              "--set #8 observable a]b.every=1: [observable a]b]: a section name cannot hold '[', ']' or a ';' after a blank\n");
     metro__config_free(c);
 }
 END_TEST

@@ -167,6 +167,9 @@ static char *where_of(const char *file, int line, const char *assignment)
     int n = assignment ? asprintf(&w, "--set #%d %s", line, assignment)
                        : asprintf(&w, "%s:%d", file, line);
     if (n < 0) abort(); /* out of memory: the core's policy (util.h) */
+    /* a message is one line: a control character of a --set shows as '?' */
+    for (char *s = w; *s; ++s)
+        if (iscntrl((unsigned char)*s) && *s != '\t') *s = '?';
     return w;
 }
 
@@ -297,6 +300,9 @@ int metro__config_set(metro__config *c, const char *assignment, int index, metro
     int ctrl = 0;
     for (const char *s = assignment; *s; ++s) ctrl |= iscntrl((unsigned char)*s) && *s != '\t';
     int rc;
+    /* what the resolved config.ini could not hold as given */
+    int bad_section = nsec && (strpbrk(nsec, "[]") || *scan_to(nsec, nsec + strlen(nsec), NULL));
+    int comment = *scan_to(val, val + strlen(val), NULL);
     if (!eq || !nsec || !*nsec || !*k) {
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)", where);
@@ -304,6 +310,15 @@ int metro__config_set(metro__config *c, const char *assignment, int index, metro
     } else if (ctrl) {
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: a control character or line break (only text and tabs are allowed)", where);
+        free(where);
+    } else if (bad_section) {
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: [%s]: a section name cannot hold '[', ']' or a ';' after a blank", where, nsec);
+        free(where);
+    } else if (comment) {
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: [%s] %s: a ';' after a blank would start a comment in config.ini (a value cannot hold it)",
+                         where, nsec, k);
         free(where);
     } else {
         rc = put(c, nsec, k, val, "--set", index, where, 1, err);
