@@ -15,17 +15,20 @@
 /* ---- reading ------------------------------------------------------------ */
 
 /* inih does the INI syntax; this file hands it the text one line at a time
- * through its stream API, which is where three things inih cannot do are
- * done:
+ * through its stream API, which is where what inih cannot do is done:
  *  - line numbers: inih as Debian builds it passes none to the handler, but
  *    it calls the handler right after the line it reports is read, so the
  *    reader's count is that line's number;
  *  - long lines: inih copies each line into a buffer of `num` bytes (200 in
  *    Debian's build), too short for a list of temperatures.  A key line that
- *    does not fit reaches inih as "key=" with the value kept aside here
- *    (r->long_value) and swapped back in by the handler, with the value
- *    treated exactly as inih treats one (blanks trimmed, a `;` after a blank
- *    starts a comment).  Only METRO__CONFIG_MAX_LINE bounds a line;
+ *    does not fit reaches inih as "k=" with its key and value kept aside
+ *    here (r->long_key, r->long_value) and swapped back in by the handler,
+ *    both treated exactly as inih treats them (blanks trimmed, a `;` after a
+ *    blank starts a comment).  Only METRO__CONFIG_MAX_LINE bounds a line;
+ *  - section names: inih keeps at most 49 characters of one (two long
+ *    [observable ...] names would merge).  The reader reads each header
+ *    itself, with inih's rules, keeps the name (r->section) and hands inih
+ *    "[s]"; the handler takes the section from the reader;
  *  - NUL bytes, which would end a C string early: the text comes with its
  *    size, and a NUL byte is an error naming its line.
  * Leading blanks are dropped before inih sees a line: an indented key is a
@@ -41,7 +44,9 @@ typedef struct reader {
     metro__config *c;
     metro_error *err;
     int status;
-    char *long_value;      /* this line's value when the line is too long for inih */
+    char *section;         /* the current section, normalised; NULL before the first */
+    char *long_key;        /* this line's key and value when the line is too */
+    char *long_value;      /* long for inih's buffer */
 } reader;
 
 static int is_blank(char ch)
@@ -62,7 +67,36 @@ static const char *scan_to(const char *s, const char *e, const char *stop)
     return s;
 }
 
-static void note_long(reader *r, char *str, int num, const char *s, const char *e)
+static char *xstrndup(const char *s, size_t n)
+{
+    char *d = strndup(s, n);
+    if (!d) abort(); /* the core's out-of-memory policy (util.h) */
+    return d;
+}
+
+/* A "[section]" line: note it, and hand inih a header it can hold, or one
+ * it refuses as it would have refused the original. */
+static void read_header(reader *r, char *str, int num, const char *s, const char *e)
+{
+    const char *close = scan_to(s + 1, e, "]");
+    if (close == e || *close != ']') {
+        snprintf(str, (size_t)num, "[\n");
+        return;
+    }
+    char *name = xstrndup(s + 1, (size_t)(close - s - 1));
+    free(r->section);
+    r->section = norm_section(name);
+    free(name);
+    if (*r->section) {
+        char *where = where_of(r->c->path, r->line, NULL);
+        add_section(r->c, r->section, where, r->line);
+        free(where);
+    }
+    snprintf(str, (size_t)num, "[s]\n");
+}
+
+/* A key line too long for inih: key and value aside, "k=" to inih. */
+static void read_long(reader *r, char *str, int num, const char *s, const char *e)
 {
     str[0] = '\n';
     str[1] = 0;
@@ -73,39 +107,29 @@ static void note_long(reader *r, char *str, int num, const char *s, const char *
                                 r->c->path, r->line, METRO__CONFIG_MAX_LINE);
         return;
     }
-    if (*s == '[') {
-        r->status = metro__fail(r->err, METRO_EUSAGE,
-                                "%s:%d: section header longer than %d characters", r->c->path,
-                                r->line, num - 3);
-        return;
-    }
     const char *sep = scan_to(s, e, "=:");
-    const char *k = sep;
-    while (k > s && isspace((unsigned char)k[-1])) --k;
     if (sep == e || *sep == ';') {
         /* no '=' before the end or a comment: inih's syntax error */
         snprintf(str, (size_t)num, "?\n");
         return;
     }
-    if (k - s > num - 4) {
-        r->status = metro__fail(r->err, METRO_EUSAGE, "%s:%d: key longer than %d characters",
-                                r->c->path, r->line, num - 4);
-        return;
-    }
+    const char *k = sep;
+    while (k > s && isspace((unsigned char)k[-1])) --k;
     const char *v = sep + 1;
     while (v < e && isspace((unsigned char)*v)) ++v;
     const char *ve = scan_to(v, e, NULL);
     while (ve > v && isspace((unsigned char)ve[-1])) --ve;
-    snprintf(str, (size_t)num, "%.*s=\n", (int)(k - s), s);
-    r->long_value = strndup(v, (size_t)(ve - v));
-    if (!r->long_value) abort(); /* the core's out-of-memory policy (util.h) */
+    r->long_key = xstrndup(s, (size_t)(k - s));
+    r->long_value = xstrndup(v, (size_t)(ve - v));
+    snprintf(str, (size_t)num, "%s=\n", k > s ? "k" : "");
 }
 
 static char *read_line(char *str, int num, void *stream)
 {
     reader *r = stream;
+    free(r->long_key);
     free(r->long_value);
-    r->long_value = NULL;
+    r->long_key = r->long_value = NULL;
     if (r->p >= r->end || num < 8) return NULL;
     const char *s = r->p, *nl = memchr(s, '\n', (size_t)(r->end - s));
     const char *e = nl ? nl : r->end;
@@ -120,26 +144,14 @@ static char *read_line(char *str, int num, void *stream)
     }
     if (r->line == 1 && e - s >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) s += 3; /* UTF-8 BOM */
     while (s < e && is_blank(*s)) ++s;
-    if (e - s + 2 > num) {
-        note_long(r, str, num, s, e);
-        return str;
-    }
-    memcpy(str, s, (size_t)(e - s));
-    str[e - s] = '\n';
-    str[e - s + 1] = 0;
-    /* inih reports keys, not section headers: note each header's line so
-     * that errors about an empty or incomplete section can point at it */
-    const char *close = *str == '[' ? strchr(str, ']') : NULL;
-    if (close) {
-        char *name = strndup(str + 1, (size_t)(close - str - 1));
-        char *sec = norm_section(name);
-        if (*sec) {
-            char *where = where_of(r->c->path, r->line, NULL);
-            add_section(r->c, sec, where, r->line);
-            free(where);
-        }
-        free(name);
-        free(sec);
+    if (s < e && *s == '[' && e - s <= METRO__CONFIG_MAX_LINE) {
+        read_header(r, str, num, s, e);
+    } else if (e - s + 2 > num) {
+        read_long(r, str, num, s, e);
+    } else {
+        memcpy(str, s, (size_t)(e - s));
+        str[e - s] = '\n';
+        str[e - s + 1] = 0;
     }
     return str;
 }
@@ -224,8 +236,10 @@ static int put(metro__config *c, const char *section, const char *key, const cha
 static int on_entry(void *user, const char *section, const char *name, const char *value)
 {
     reader *r = user;
+    (void)section; /* inih's copy may be cut short: the reader has it whole */
+    if (r->long_key) name = r->long_key;
     if (r->long_value) value = r->long_value;
-    char *sec = norm_section(section);
+    const char *sec = r->section ? r->section : "";
     if (!*sec) {
         r->status = metro__fail(r->err, METRO_EUSAGE,
                                 "%s:%d: %s: key outside any section (start with [run])",
@@ -234,7 +248,6 @@ static int on_entry(void *user, const char *section, const char *name, const cha
                    r->err)) {
         r->status = METRO_EUSAGE;
     }
-    free(sec);
     return 1; /* keep going: report every error */
 }
 
@@ -244,8 +257,10 @@ int metro__config_parse_text(const char *path, const char *text, size_t size, me
     metro__config *c = metro__xcalloc(1, sizeof *c);
     c->path = metro__strdup(path);
     *out = c;
-    reader r = {text, text + size, 0, c, err, METRO_OK, NULL};
+    reader r = {text, text + size, 0, c, err, METRO_OK, NULL, NULL, NULL};
     int rc = ini_parse_stream(read_line, &r, on_entry, &r);
+    free(r.section);
+    free(r.long_key);
     free(r.long_value);
     if (rc > 0)
         return metro__fail(err, METRO_EUSAGE,
