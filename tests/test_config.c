@@ -271,6 +271,16 @@ START_TEST(set_names_itself)
     ck_assert_int_eq(metro__config_set(c, "run.output=a ;b", 7, &err), METRO_EUSAGE);
     ck_assert_int_eq(metro__config_set(c, "observable a]b.every=1", 8, &err), METRO_EUSAGE);
     ck_assert_int_eq(metro__config_set(c, "run.output=a;b", 9, &err), METRO_OK);
+    size_t big = METRO__CONFIG_MAX_LINE + 10;
+    char *huge = malloc(big + 1);
+    memset(huge, 'x', big);
+    memcpy(huge, "run.output=", 11);
+    huge[big] = 0;
+    metro_error err2 = {0};
+    ck_assert_int_eq(metro__config_set(c, huge, 10, &err2), METRO_EUSAGE);
+    ck_assert_msg(strstr(err2.msg, "--set #10 run.output=xxx"), "got %s", err2.msg);
+    ck_assert_msg(strstr(err2.msg, "...: longer than a line of config.ini may be (1048576 characters)"), "got %s", err2.msg);
+    free(huge);
     ck_assert_str_eq(err.msg, "--set #3  .k=1: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)\n"
                               "--set #4 run. =1: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)\n"
                               "--set #5 run.output=a?[x]: a control character or line break (only text and tabs are allowed)\n"

@@ -318,7 +318,14 @@ int metro__config_set(metro__config *c, const char *assignment, int index, metro
     /* what the resolved config.ini could not hold as given */
     int bad_section = nsec && (strpbrk(nsec, "[]") || *scan_to(nsec, nsec + strlen(nsec), NULL));
     int comment = *scan_to(val, val + strlen(val), NULL);
-    if (!eq || !nsec || !*nsec || !*k) {
+    /* config.ini must hold it on one line: "[section]", "key = value" */
+    size_t longest = nsec && k ? strlen(nsec) + 2 : 0;
+    if (k && strlen(k) + strlen(val) + 3 > longest) longest = strlen(k) + strlen(val) + 3;
+    if (longest > METRO__CONFIG_MAX_LINE) {
+        rc = metro__fail(err, METRO_EUSAGE, "--set #%d %.40s...: longer than a line of config.ini may be (%d characters)",
+                         index, assignment, METRO__CONFIG_MAX_LINE);
+        free(where);
+    } else if (!eq || !nsec || !*nsec || !*k) {
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)", where);
         free(where);
