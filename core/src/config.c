@@ -115,9 +115,10 @@ static void read_long(reader *r, char *str, int num, const char *s, const char *
     }
     const char *k = sep;
     while (k > s && isspace((unsigned char)k[-1])) --k;
-    const char *v = sep + 1;
-    while (v < e && isspace((unsigned char)*v)) ++v;
-    const char *ve = scan_to(v, e, NULL);
+    /* inih looks for the comment before it skips the blanks: in "k = ;x"
+     * the ';' follows a blank and starts a comment, in "k =;x" it does not */
+    const char *v = sep + 1, *ve = scan_to(v, e, NULL);
+    while (v < ve && isspace((unsigned char)*v)) ++v;
     while (ve > v && isspace((unsigned char)ve[-1])) --ve;
     r->long_key = xstrndup(s, (size_t)(k - s));
     r->long_value = xstrndup(v, (size_t)(ve - v));
@@ -650,7 +651,8 @@ void metro__params_write(FILE *f, const metro_params *p)
         const metro_param_decl *d = &p->decls[j];
         metro__decl_allowed(d, allowed, sizeof allowed);
         fprintf(f, "; %s (%s)\n", d->doc ? d->doc : "", allowed);
-        fprintf(f, "%s = %s\n", d->name, p->v[j].text);
+        /* "k = ;x" would read back as a comment; "k =;x" reads back ";x" */
+        fprintf(f, "%s =%s%s\n", d->name, p->v[j].text[0] == ';' ? "" : " ", p->v[j].text);
     }
 }
 
