@@ -54,11 +54,12 @@ fuzz="${METRO_BUILD:-build}/bin/fuzz_config"
 if [ -x "$fuzz" ]; then
   b=${METRO_BUILD:-build}
   mkdir -p "$b/fuzz-corpus" "$b/fuzz-artifacts"
-  METRO_PLUGIN_PATH="$root/$b/lib/metro/plugins" "$fuzz" -max_total_time="${METRO_FUZZ_SECONDS:-60}" \
+  case $b in /*) plugins=$b/lib/metro/plugins ;; *) plugins=$root/$b/lib/metro/plugins ;; esac
+  METRO_PLUGIN_PATH="$plugins" "$fuzz" -max_total_time="${METRO_FUZZ_SECONDS:-60}" \
     -max_len=8192 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -dict=tests/fuzz/config.dict -artifact_prefix="$b/fuzz-artifacts/" \
     "$b/fuzz-corpus" tests/fuzz/corpus 2>"$b/fuzz.log" || { tail -n 60 "$b/fuzz.log"; echo "test: fuzz_config failed (input in $b/fuzz-artifacts/)" >&2; exit 1; }
-  grep -E '^stat::number_of_executed_units|^Done' "$b/fuzz.log" || true
+  grep -a -E '^stat::number_of_executed_units|^Done' "$b/fuzz.log" || true
 else
   echo "test: no clang with libFuzzer, fuzz_config skipped"
 fi
