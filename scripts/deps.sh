@@ -23,6 +23,16 @@ if ((${#need[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+# clang with libFuzzer builds tests/fuzz (scripts/test.sh fuzzes the config
+# reader with it).  Optional: where it cannot be installed (no registry, as
+# on the GPU machine) the fuzzer is skipped, nothing else.
+if ! command -v clang >/dev/null || ! ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
+  echo "deps: installing clang libclang-rt-dev (for the fuzzer)"
+  SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+  { $SUDO apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends clang libclang-rt-dev >/dev/null; } ||
+    echo "deps: clang could not be installed; the config fuzzer will be skipped" >&2
+fi
 if ! command -v nvcc >/dev/null; then
   if [ -x /usr/local/cuda/bin/nvcc ]; then
     echo "deps: add /usr/local/cuda/bin to PATH (the scripts do it for themselves)"

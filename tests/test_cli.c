@@ -17,6 +17,7 @@ START_TEST(help_and_version)
     ck_assert_ptr_nonnull(strstr(e, "unknown command 'frobnicate'"));
     free(o); free(e);
     ck_assert_int_eq(metro_test_cli("run", &o, &e), 2);
+    free(o); free(e);
     ck_assert_int_eq(metro_test_cli("run x.ini --bogus", &o, &e), 2);
     ck_assert_ptr_nonnull(strstr(e, "unknown option --bogus"));
     free(o); free(e);

@@ -14,59 +14,145 @@
 
 /* ---- reading ------------------------------------------------------------ */
 
-/* inih as Debian builds it has no line numbers in its handler, so the
- * reader counts lines: the handler runs right after the line it reports is
- * read, so the count is that line's number. */
+/* inih does the INI syntax; this file hands it the text one line at a time
+ * through its stream API, which is where what inih cannot do is done:
+ *  - line numbers: inih as Debian builds it passes none to the handler, but
+ *    it calls the handler right after the line it reports is read, so the
+ *    reader's count is that line's number;
+ *  - long lines: inih copies each line into a buffer of `num` bytes (200 in
+ *    Debian's build), too short for a list of temperatures.  A key line that
+ *    does not fit reaches inih as "k=" with its key and value kept aside
+ *    here (r->long_key, r->long_value) and swapped back in by the handler,
+ *    both treated exactly as inih treats them (blanks trimmed, a `;` after a
+ *    blank starts a comment).  Only METRO__CONFIG_MAX_LINE bounds a line;
+ *  - section names: inih keeps at most 49 characters of one (two long
+ *    [observable ...] names would merge).  The reader reads each header
+ *    itself, with inih's rules, keeps the name (r->section) and hands inih
+ *    "[s]"; the handler takes the section from the reader;
+ *  - NUL bytes, which would end a C string early: the text comes with its
+ *    size, and a NUL byte is an error naming its line.
+ * Leading blanks are dropped before inih sees a line: an indented key is a
+ * key (inih would take it for the continuation of the previous value, which
+ * metro does not use). */
 static char *norm_section(const char *s);
-static void add_section(metro__config *c, const char *section, int line);
+static void add_section(metro__config *c, const char *section, const char *where, int line);
+static char *where_of(const char *file, int line, const char *assignment);
 
 typedef struct reader {
-    const char *p;
+    const char *p, *end;   /* the text not yet read */
     int line;
     metro__config *c;
     metro_error *err;
     int status;
+    char *section;         /* the current section, normalised; NULL before the first */
+    char *long_key;        /* this line's key and value when the line is too */
+    char *long_value;      /* long for inih's buffer */
 } reader;
+
+static int is_blank(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+/* Where inih's key or value scan stops: at one of `stop` (NULL: none), or
+ * at a ';' that follows a blank (an inline comment), or at the end. */
+static const char *scan_to(const char *s, const char *e, const char *stop)
+{
+    int was_blank = 0;
+    for (; s < e; ++s) {
+        if (stop && strchr(stop, *s)) break;
+        if (was_blank && *s == ';') break;
+        was_blank = isspace((unsigned char)*s);
+    }
+    return s;
+}
+
+static char *xstrndup(const char *s, size_t n)
+{
+    char *d = strndup(s, n);
+    if (!d) abort(); /* the core's out-of-memory policy (util.h) */
+    return d;
+}
+
+/* A "[section]" line: note it, and hand inih a header it can hold, or one
+ * it refuses as it would have refused the original. */
+static void read_header(reader *r, char *str, int num, const char *s, const char *e)
+{
+    const char *close = scan_to(s + 1, e, "]");
+    if (close == e || *close != ']') {
+        snprintf(str, (size_t)num, "[\n");
+        return;
+    }
+    char *name = xstrndup(s + 1, (size_t)(close - s - 1));
+    free(r->section);
+    r->section = norm_section(name);
+    free(name);
+    if (*r->section) {
+        char *where = where_of(r->c->path, r->line, NULL);
+        add_section(r->c, r->section, where, r->line);
+        free(where);
+    }
+    snprintf(str, (size_t)num, "[s]\n");
+}
+
+/* A key line too long for inih: key and value aside, "k=" to inih. */
+static void read_long(reader *r, char *str, int num, const char *s, const char *e)
+{
+    str[0] = '\n';
+    str[1] = 0;
+    if (*s == ';' || *s == '#') return; /* a long comment is just cut */
+    if (e - s > METRO__CONFIG_MAX_LINE) {
+        r->status = metro__fail(r->err, METRO_EUSAGE,
+                                "%s:%d: line longer than %d characters (the most a line may hold)",
+                                r->c->path, r->line, METRO__CONFIG_MAX_LINE);
+        return;
+    }
+    const char *sep = scan_to(s, e, "=:");
+    if (sep == e || *sep == ';') {
+        /* no '=' before the end or a comment: inih's syntax error */
+        snprintf(str, (size_t)num, "?\n");
+        return;
+    }
+    const char *k = sep;
+    while (k > s && isspace((unsigned char)k[-1])) --k;
+    /* inih looks for the comment before it skips the blanks: in "k = ;x"
+     * the ';' follows a blank and starts a comment, in "k =;x" it does not */
+    const char *v = sep + 1, *ve = scan_to(v, e, NULL);
+    while (v < ve && isspace((unsigned char)*v)) ++v;
+    while (ve > v && isspace((unsigned char)ve[-1])) --ve;
+    r->long_key = xstrndup(s, (size_t)(k - s));
+    r->long_value = xstrndup(v, (size_t)(ve - v));
+    snprintf(str, (size_t)num, "%s=\n", k > s ? "k" : "");
+}
 
 static char *read_line(char *str, int num, void *stream)
 {
     reader *r = stream;
-    if (!*r->p) return NULL;
-    int i = 0;
-    while (*r->p && i < num - 1) {
-        char ch = *r->p++;
-        str[i++] = ch;
-        if (ch == '\n') break;
-    }
-    str[i] = 0;
+    free(r->long_key);
+    free(r->long_value);
+    r->long_key = r->long_value = NULL;
+    if (r->p >= r->end || num < 8) return NULL;
+    const char *s = r->p, *nl = memchr(s, '\n', (size_t)(r->end - s));
+    const char *e = nl ? nl : r->end;
+    r->p = nl ? nl + 1 : r->end;
     r->line++;
-    if (i == num - 1 && str[i - 1] != '\n' && *r->p) {
-        /* longer than inih's buffer: the rest of the line would be read as
-         * a line of its own.  A comment is cut (harmless); anything else is
-         * an error. */
-        const char *t = str;
-        while (isspace((unsigned char)*t)) ++t;
-        if (*t != ';' && *t != '#')
-            r->status = metro__fail(r->err, METRO_EUSAGE, "%s:%d: line longer than %d characters", r->c->path,
-                                    r->line, num - 2);
-        while (*r->p && *r->p != '\n') ++r->p;
-        if (*r->p) ++r->p;
-        if (*t != ';' && *t != '#') {
-            str[0] = '\n';
-            str[1] = 0;
-        }
+    if (memchr(s, 0, (size_t)(e - s))) {
+        /* binary data: what follows would only add noise */
+        r->status = metro__fail(r->err, METRO_EUSAGE, "%s:%d: NUL byte (the file is not text)",
+                                r->c->path, r->line);
+        r->p = r->end;
+        return NULL;
     }
-    /* inih reports keys, not section headers: note each header's line so
-     * that errors about an empty or incomplete section can point at it */
-    const char *s = str;
-    while (isspace((unsigned char)*s)) ++s;
-    const char *close = *s == '[' ? strchr(s, ']') : NULL;
-    if (close) {
-        char *name = strndup(s + 1, (size_t)(close - s - 1));
-        char *sec = norm_section(name);
-        if (*sec) add_section(r->c, sec, r->line);
-        free(name);
-        free(sec);
+    if (r->line == 1 && e - s >= 3 && !memcmp(s, "\xEF\xBB\xBF", 3)) s += 3; /* UTF-8 BOM */
+    while (s < e && is_blank(*s)) ++s;
+    if (s < e && *s == '[' && e - s <= METRO__CONFIG_MAX_LINE) {
+        read_header(r, str, num, s, e);
+    } else if (e - s + 2 > num) {
+        read_long(r, str, num, s, e);
+    } else {
+        memcpy(str, s, (size_t)(e - s));
+        str[e - s] = '\n';
+        str[e - s + 1] = 0;
     }
     return str;
 }
@@ -86,64 +172,97 @@ static char *norm_section(const char *s)
     return d;
 }
 
-static void add_section(metro__config *c, const char *section, int line)
+/* "FILE:LINE", or for a --set (file "--set", line its index) the argument
+ * itself: "--set #2 system.particles=abc". */
+static char *where_of(const char *file, int line, const char *assignment)
+{
+    char *w = NULL;
+    int n = assignment ? asprintf(&w, "--set #%d %s", line, assignment)
+                       : asprintf(&w, "%s:%d", file, line);
+    if (n < 0) abort(); /* out of memory: the core's policy (util.h) */
+    /* a message is one line: a control character of a --set shows as '?' */
+    for (char *s = w; *s; ++s)
+        if (iscntrl((unsigned char)*s) && *s != '\t') *s = '?';
+    return w;
+}
+
+/* where: as where_of(); line: in the file, 0 for a section that only a
+ * --set makes. */
+static void add_section(metro__config *c, const char *section, const char *where, int line)
 {
     for (int i = 0; i < c->nsections; ++i)
         if (!strcmp(c->sections[i], section)) return;
-    c->sections = metro__xrealloc(c->sections, sizeof(char *) * (c->nsections + 1));
-    c->section_line = metro__xrealloc(c->section_line, sizeof(int) * (c->nsections + 1));
+    size_t n = (size_t)c->nsections + 1;
+    c->sections = metro__xrealloc(c->sections, sizeof(char *) * n);
+    c->section_line = metro__xrealloc(c->section_line, sizeof(int) * n);
+    c->section_where = metro__xrealloc(c->section_where, sizeof(char *) * n);
     c->sections[c->nsections] = metro__strdup(section);
-    c->section_line[c->nsections++] = line;
+    c->section_line[c->nsections] = line;
+    c->section_where[c->nsections++] = metro__strdup(where);
 }
 
+/* where: as where_of(), taken over by the entry. */
 static int put(metro__config *c, const char *section, const char *key, const char *value,
-               const char *file, int line, int replace, metro_error *err)
+               const char *file, int line, char *where, int replace, metro_error *err)
 {
     metro__entry *old = metro__config_find(c, section, key);
-    if (old && !replace)
-        return metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] %s: given twice (first at line %d)",
-                           file, line, section, key, old->line);
+    if (old && !replace) {
+        int rc = metro__fail(err, METRO_EUSAGE, "%s: [%s] %s: given twice (first at line %d)",
+                             where, section, key, old->line);
+        free(where);
+        return rc;
+    }
     if (old) {
         free(old->value);
+        free(old->where);
         old->value = metro__strdup(value);
         old->file = file;
         old->line = line;
+        old->where = where;
         return METRO_OK;
     }
-    if (c->n == c->cap) c->e = metro__xrealloc(c->e, sizeof *c->e * (c->cap = c->cap ? 2 * c->cap : 32));
+    if (c->n == c->cap) c->e = metro__xrealloc(c->e, sizeof *c->e * (size_t)(c->cap = c->cap ? 2 * c->cap : 32));
+    add_section(c, section, where, replace ? 0 : line);
     metro__entry *e = &c->e[c->n++];
     e->section = metro__strdup(section);
     e->key = metro__strdup(key);
     e->value = metro__strdup(value);
     e->file = file;
     e->line = line;
+    e->where = where;
     e->used = 0;
-    add_section(c, section, line);
     return METRO_OK;
 }
 
 static int on_entry(void *user, const char *section, const char *name, const char *value)
 {
     reader *r = user;
-    char *sec = norm_section(section);
+    (void)section; /* inih's copy may be cut short: the reader has it whole */
+    if (r->long_key) name = r->long_key;
+    if (r->long_value) value = r->long_value;
+    const char *sec = r->section ? r->section : "";
     if (!*sec) {
         r->status = metro__fail(r->err, METRO_EUSAGE,
                                 "%s:%d: %s: key outside any section (start with [run])",
                                 r->c->path, r->line, name);
-    } else if (put(r->c, sec, name, value, r->c->path, r->line, 0, r->err)) {
+    } else if (put(r->c, sec, name, value, r->c->path, r->line, where_of(r->c->path, r->line, NULL), 0,
+                   r->err)) {
         r->status = METRO_EUSAGE;
     }
-    free(sec);
     return 1; /* keep going: report every error */
 }
 
-int metro__config_parse(const char *path, const char *text, metro__config **out, metro_error *err)
+int metro__config_parse_text(const char *path, const char *text, size_t size, metro__config **out,
+                             metro_error *err)
 {
     metro__config *c = metro__xcalloc(1, sizeof *c);
     c->path = metro__strdup(path);
     *out = c;
-    reader r = {text, 0, c, err, METRO_OK};
+    reader r = {text, text + size, 0, c, err, METRO_OK, NULL, NULL, NULL};
     int rc = ini_parse_stream(read_line, &r, on_entry, &r);
+    free(r.section);
+    free(r.long_key);
+    free(r.long_value);
     if (rc > 0)
         return metro__fail(err, METRO_EUSAGE,
                            "%s:%d: syntax error (expected '[section]', 'key = value' or a ; comment)",
@@ -152,26 +271,82 @@ int metro__config_parse(const char *path, const char *text, metro__config **out,
     return r.status;
 }
 
+int metro__config_parse(const char *path, const char *text, metro__config **out, metro_error *err)
+{
+    return metro__config_parse_text(path, text, strlen(text), out, err);
+}
+
+int metro__config_read(const char *path, metro__config **out, metro_error *err)
+{
+    size_t size = 0;
+    *out = NULL;
+    char *text = metro__read_file(path, &size);
+    if (!text) {
+        metro__config *c = metro__xcalloc(1, sizeof *c);
+        c->path = metro__strdup(path);
+        *out = c;
+        return metro__fail(err, METRO_EUSAGE, "%s: cannot be read: %s", path, strerror(errno));
+    }
+    int rc = metro__config_parse_text(path, text, size, out, err);
+    free(text);
+    return rc;
+}
+
 int metro__config_set(metro__config *c, const char *assignment, int index, metro_error *err)
 {
+    char *where = where_of("--set", index, assignment);
     const char *eq = strchr(assignment, '=');
     const char *dot = NULL;
     for (const char *s = assignment; eq && s < eq; ++s)
         if (*s == '.') dot = s;
-    if (!eq || !dot || dot == assignment || dot + 1 == eq)
-        return metro__fail(err, METRO_EUSAGE,
-                           "--set %s: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)",
-                           assignment);
-    char *sec = strndup(assignment, (size_t)(dot - assignment));
-    char *key = strndup(dot + 1, (size_t)(eq - dot - 1));
-    char *nsec = norm_section(sec);
+    char *sec = dot ? strndup(assignment, (size_t)(dot - assignment)) : NULL;
+    char *key = dot ? strndup(dot + 1, (size_t)(eq - dot - 1)) : NULL;
+    char *nsec = sec ? norm_section(sec) : NULL;
     /* trim blanks around the key and value */
     char *k = key;
-    while (isspace((unsigned char)*k)) ++k;
-    for (char *e = k + strlen(k); e > k && isspace((unsigned char)e[-1]);) *--e = 0;
-    const char *v = eq + 1;
+    while (k && isspace((unsigned char)*k)) ++k;
+    for (char *e = k ? k + strlen(k) : NULL; e && e > k && isspace((unsigned char)e[-1]);) *--e = 0;
+    const char *v = eq ? eq + 1 : "";
     while (isspace((unsigned char)*v)) ++v;
-    int rc = put(c, nsec, k, v, "--set", index, 1, err);
+    char *val = strdup(v); /* trailing blanks go too: config.ini could not keep them */
+    if (!val) abort();
+    for (char *e = val + strlen(val); e > val && isspace((unsigned char)e[-1]);) *--e = 0;
+    /* a control character would not survive the resolved config.ini (a
+     * line break there starts a new line), so the run could not be redone */
+    int ctrl = 0;
+    for (const char *s = assignment; *s; ++s) ctrl |= iscntrl((unsigned char)*s) && *s != '\t';
+    int rc;
+    /* what the resolved config.ini could not hold as given */
+    int bad_section = nsec && (strpbrk(nsec, "[]") || *scan_to(nsec, nsec + strlen(nsec), NULL));
+    int comment = *scan_to(val, val + strlen(val), NULL);
+    /* config.ini must hold it on one line: "[section]", "key = value" */
+    size_t longest = nsec && k ? strlen(nsec) + 2 : 0;
+    if (k && strlen(k) + strlen(val) + 3 > longest) longest = strlen(k) + strlen(val) + 3;
+    if (longest > METRO__CONFIG_MAX_LINE) {
+        rc = metro__fail(err, METRO_EUSAGE, "--set #%d %.40s...: longer than a line of config.ini may be (%d characters)",
+                         index, assignment, METRO__CONFIG_MAX_LINE);
+        free(where);
+    } else if (!eq || !nsec || !*nsec || !*k) {
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)", where);
+        free(where);
+    } else if (ctrl) {
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: a control character or line break (only text and tabs are allowed)", where);
+        free(where);
+    } else if (bad_section) {
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: [%s]: a section name cannot hold '[', ']' or a ';' after a blank", where, nsec);
+        free(where);
+    } else if (comment) {
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: [%s] %s: a ';' after a blank would start a comment in config.ini (a value cannot hold it)",
+                         where, nsec, k);
+        free(where);
+    } else {
+        rc = put(c, nsec, k, val, "--set", index, where, 1, err);
+    }
+    free(val);
     free(sec);
     free(key);
     free(nsec);
@@ -192,6 +367,13 @@ int metro__config_section_line(const metro__config *c, const char *section)
     return 0;
 }
 
+const char *metro__config_section_where(const metro__config *c, const char *section)
+{
+    for (int i = 0; i < c->nsections; ++i)
+        if (!strcmp(c->sections[i], section)) return c->section_where[i];
+    return c->path;
+}
+
 void metro__config_free(metro__config *c)
 {
     if (!c) return;
@@ -199,9 +381,14 @@ void metro__config_free(metro__config *c)
         free(c->e[i].section);
         free(c->e[i].key);
         free(c->e[i].value);
+        free(c->e[i].where);
     }
-    for (int i = 0; i < c->nsections; ++i) free(c->sections[i]);
+    for (int i = 0; i < c->nsections; ++i) {
+        free(c->sections[i]);
+        free(c->section_where[i]);
+    }
     free(c->sections);
+    free(c->section_where);
     free(c->section_line);
     free(c->e);
     free(c->path);
@@ -407,8 +594,8 @@ int metro__params_build(metro__config *c, const char *section, const metro_param
         for (int j = 0; j < p->n; ++j) known |= !strcmp(decls[j].name, e->key);
         if (!known) {
             suggest(decls, extra, e->key, allowed, sizeof allowed);
-            status = metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] %s: unknown key (%s)", e->file,
-                                 e->line, section, e->key, allowed);
+            status = metro__fail(err, METRO_EUSAGE, "%s: [%s] %s: unknown key (%s)", e->where,
+                                 section, e->key, allowed);
         }
         e->used = 1;
     }
@@ -419,19 +606,18 @@ int metro__params_build(metro__config *c, const char *section, const metro_param
         metro__decl_allowed(d, allowed, sizeof allowed);
         const char *text = e ? e->value : d->default_value;
         if (!text) {
-            int line = metro__config_section_line(c, section);
-            char where[64] = "";
-            if (line) snprintf(where, sizeof where, ":%d", line);
-            status = metro__fail(err, METRO_EUSAGE, "%s%s: [%s] %s: required but not given (%s: %s)",
-                                 c->path, where, section, d->name, allowed, d->doc ? d->doc : "");
+            /* at the section's header (or the --set that made it) */
+            status = metro__fail(err, METRO_EUSAGE, "%s: [%s] %s: required but not given (%s: %s)",
+                                 metro__config_section_where(c, section), section, d->name, allowed,
+                                 d->doc ? d->doc : "");
             continue;
         }
         p->v[j].text = metro__strdup(text);
         p->v[j].given = e != NULL;
         if (parse_value(d, text, &p->v[j], why, sizeof why)) {
             if (e)
-                status = metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] %s: %s (%s)", e->file, e->line,
-                                     section, d->name, why, allowed);
+                status = metro__fail(err, METRO_EUSAGE, "%s: [%s] %s: %s (%s)", e->where, section,
+                                     d->name, why, allowed);
             else
                 status = metro__fail(err, METRO_EUSAGE,
                                      "%s: [%s] %s: default '%s' is invalid: %s (plugin bug)",
@@ -465,7 +651,8 @@ void metro__params_write(FILE *f, const metro_params *p)
         const metro_param_decl *d = &p->decls[j];
         metro__decl_allowed(d, allowed, sizeof allowed);
         fprintf(f, "; %s (%s)\n", d->doc ? d->doc : "", allowed);
-        fprintf(f, "%s = %s\n", d->name, p->v[j].text);
+        /* "k = ;x" would read back as a comment; "k =;x" reads back ";x" */
+        fprintf(f, "%s =%s%s\n", d->name, p->v[j].text[0] == ';' ? "" : " ", p->v[j].text);
     }
 }
 

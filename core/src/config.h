@@ -2,7 +2,12 @@
  * against declared parameters, and writing the resolved config.
  *
  * Every error is one line `FILE:LINE: [section] key: what is wrong (what is
- * allowed)`; all errors of a file are collected before giving up.
+ * allowed)`, or for a value given on the command line
+ * `--set #N SECTION.KEY=VALUE: [section] key: ...`; all errors of a file are
+ * collected before giving up.
+ *
+ * A line may hold up to METRO__CONFIG_MAX_LINE characters (inih's own
+ * buffer is far shorter; config.c works around it); a NUL byte is an error.
  */
 #ifndef METRO__CONFIG_H
 #define METRO__CONFIG_H
@@ -11,10 +16,15 @@
 
 #include "metro/metro.h"
 
+/* The longest line accepted (1 MiB): far beyond any list a run needs, short
+ * enough that a file that is not a config is refused at once. */
+#define METRO__CONFIG_MAX_LINE (1 << 20)
+
 typedef struct metro__entry {
     char *section, *key, *value;
     const char *file;   /* the config path, or "--set" */
     int line;           /* line in file, or index of the --set */
+    char *where;        /* for messages: "FILE:LINE" or "--set #N SECTION.KEY=VALUE" */
     int used;           /* matched a declared parameter */
 } metro__entry;
 
@@ -23,25 +33,44 @@ typedef struct metro__config {
     metro__entry *e;
     int n, cap;
     char **sections;          /* in order of first appearance */
-    int *section_line;
+    int *section_line;        /* its header's line; 0: made by a --set only */
+    char **section_where;     /* "FILE:LINE" of the header, or the --set that made it */
     int nsections;
 } metro__config;
 
-/* Parse INI text (path names it in messages).  METRO_OK, or METRO_EUSAGE
- * with every syntax error and duplicate key appended to err; *out is set
- * either way (free with metro__config_free). */
+/* Parse `size` bytes of INI text (path names it in messages).  METRO_OK, or
+ * METRO_EUSAGE with every syntax error, duplicate key, NUL byte and
+ * overlong line appended to err (METRO_ERUN: out of memory in inih); *out is
+ * set either way (free with metro__config_free). */
+int metro__config_parse_text(const char *path, const char *text, size_t size,
+                             metro__config **out, metro_error *err);
+
+/* The same for a NUL-terminated text (which therefore holds no NUL byte). */
 int metro__config_parse(const char *path, const char *text, metro__config **out,
                         metro_error *err);
 
-/* Apply "section.key=value" (the key is after the last '.' before '=').
- * index is its 1-based position on the command line, for messages. */
+/* Read the file `path` and parse it as above; a file that cannot be read is
+ * METRO_EUSAGE "PATH: cannot be read: why".  *out is set either way. */
+int metro__config_read(const char *path, metro__config **out, metro_error *err);
+
+/* Apply "section.key=value" (the key is after the last '.' before '='),
+ * replacing a value of the file.  index is its 1-based position among the
+ * --set arguments: messages name it as "--set #index ASSIGNMENT".  METRO_OK,
+ * or METRO_EUSAGE (no SECTION.KEY=VALUE shape, or a control character other
+ * than a tab) with the message appended to err. */
 int metro__config_set(metro__config *c, const char *assignment, int index, metro_error *err);
 
 /* The entry for section/key, or NULL. */
 metro__entry *metro__config_find(metro__config *c, const char *section, const char *key);
 
-/* Line of the section header (first key), 0 if the section is absent. */
+/* Line of the section header (first key) in the file; 0 if the file has no
+ * such section (absent, or made by a --set only). */
 int metro__config_section_line(const metro__config *c, const char *section);
+
+/* Where a message about the section as a whole should point: "FILE:LINE"
+ * of its header, "--set #N ASSIGNMENT" if only a --set made it, or the
+ * file's path if it is absent.  Owned by c. */
+const char *metro__config_section_where(const metro__config *c, const char *section);
 
 void metro__config_free(metro__config *c);
 
