@@ -17,6 +17,9 @@ command -v gnuplot >/dev/null || need+=(gnuplot-nox)
 have_py() { [ -x /usr/bin/python3 ] && /usr/bin/python3 -c "import $1" 2>/dev/null; }
 have_py gsd.hoomd || need+=(python3-gsd)
 have_py ase.io || need+=(python3-ase)
+# OpenMPI for the optional MPI build (-DMETRO_MPI=ON), which the test
+# command builds beside the plain one to run tests/test_mpi.c
+command -v mpicc >/dev/null && command -v mpirun >/dev/null || need+=(openmpi-bin libopenmpi-dev)
 if ((${#need[@]})); then
   echo "deps: installing ${need[*]}"
   SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo

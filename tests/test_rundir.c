@@ -327,6 +327,17 @@ START_TEST(refusals_name_the_line)
     ck_assert_int_eq(cli(&e, "run %s/a.ini --set run.sweeps=0 --device cpu --output %s/x --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "never measure") != NULL, "%s", e);
     free(e);
+    /* a plugin name is a file stem: a path would load any library */
+    ck_assert_int_eq(cli(&e, "run %s/a.ini --set sampler.plugin=../../tmp/evil --device cpu --output %s/x --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "not a plugin name") != NULL, "%s", e);
+    free(e);
+    /* a NUL byte in the file is an error, through the program too */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "printf '[run]\\nsweeps = 10\\000\\n' > %s/nul.ini", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(cli(&e, "run %s/nul.ini --device cpu --output %s/x --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "NUL byte") != NULL, "%s", e);
+    free(e);
     ck_assert_msg(!exists("x"), "a refused run created its directory");
     cleanup();
 }

@@ -790,6 +790,7 @@ static int xyz_key(const char *line, const char *key, char *out, size_t n)
     size_t kl = strlen(key);
     for (const char *p = line; *p;) {
         while (isspace((unsigned char)*p)) ++p;
+        if (!*p) break; /* trailing blanks: nothing more (found by ASan) */
         const char *k = p;
         while (*p && *p != '=' && !isspace((unsigned char)*p)) ++p;
         size_t l = (size_t)(p - k);

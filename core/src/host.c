@@ -68,12 +68,12 @@ void metro__log(metro_sim *sim, metro_log_level level, const char *fmt, ...)
 /* ---- plugin failures ------------------------------------------------------ */
 
 /* Where in the config a plugin's refusal points: the key its message starts
- * with (the convention of plugin.h), else the section header. */
-static void locate(metro_ctx *ctx, const char **file, int *line)
+ * with (the convention of plugin.h), else the section header ("FILE:LINE"
+ * or the --set that made it). */
+static const char *locate(metro_ctx *ctx)
 {
     metro__config *cfg = ctx->sim->cfg;
-    *file = cfg->path;
-    *line = metro__config_section_line(cfg, ctx->section);
+    const char *where = metro__config_section_where(cfg, ctx->section);
     const metro_param_decl *d = ctx->plugin ? ctx->plugin->d->params : NULL;
     size_t best = 0;
     for (int i = 0; d && d[i].name; ++i) {
@@ -81,27 +81,17 @@ static void locate(metro_ctx *ctx, const char **file, int *line)
         if (l > best && !strncmp(ctx->err, d[i].name, l) && strchr(": ,", ctx->err[l])) {
             metro__entry *e = metro__config_find(cfg, ctx->section, d[i].name);
             if (e) {
-                *file = e->file;
-                *line = e->line;
+                where = e->where;
                 best = l;
             }
         }
     }
+    return where;
 }
 
 int metro__plugin_failed(metro_ctx *ctx, metro_error *err, int status, const char *what)
 {
-    const char *file;
-    int line;
-    locate(ctx, &file, &line);
-    char where[4200] = "";
-    if (!strcmp(file, "--set"))
-        snprintf(where, sizeof where, "--set #%d: ", line);
-    else if (line)
-        snprintf(where, sizeof where, "%s:%d: ", file, line);
-    else
-        snprintf(where, sizeof where, "%s: ", file);
-    return metro__fail(err, status, "%s[%s] %s (%s) %s: %s", where, ctx->section,
+    return metro__fail(err, status, "%s: [%s] %s (%s) %s: %s", locate(ctx), ctx->section,
                        ctx->plugin ? ctx->plugin->d->name : "?",
                        ctx->plugin ? metro__kind_name(ctx->plugin->d->kind) : "", what,
                        ctx->err[0] ? ctx->err : "failed without saying why");

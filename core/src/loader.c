@@ -170,6 +170,12 @@ int metro__plugin_find(const char *name, metro_kind kind, const metro__plugin **
                        metro_error *err)
 {
     *out = NULL;
+    /* a name is a file stem in the search folders: "../x" or "/x" would
+     * dlopen (and run the constructors of) any library (found by the fuzzing
+     * session's review) */
+    if (!*name || strchr(name, '/') || name[0] == '.')
+        return metro__fail(err, METRO_EUSAGE, "'%s' is not a plugin name (a file stem: no '/', not starting with '.')",
+                           name);
     for (const char *const *d = metro__plugin_dirs(); *d; ++d) {
         size_t l = strlen(*d) + strlen(name) + 8;
         char *path = metro__xmalloc(l);

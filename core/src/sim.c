@@ -20,40 +20,9 @@
 #include <unistd.h>
 
 #include "frames.h"
+#include "core_params.h"
 #include "ranks.h"
 #include "util.h"
-
-/* ---- the core's own parameters ------------------------------------------ */
-
-static const metro_param_decl run_params[] = {
-    {"seed", METRO_PARAM_INT, "1", 0, 9.2e18, NULL, "", "seed of every random stream of the run"},
-    /* at most 2^62 each, so that sweeps + equilibration cannot overflow */
-    {"sweeps", METRO_PARAM_INT, NULL, 0, 4.6e18, NULL, "sweeps", "production sweeps (measured)"},
-    {"equilibration", METRO_PARAM_INT, "0", 0, 4.6e18, NULL, "sweeps",
-     "sweeps before measuring starts"},
-    {"device", METRO_PARAM_CHOICE, "auto", 0, 0, "auto|cpu|cuda", "",
-     "backend: auto takes the GPU when one is there"},
-    {"output", METRO_PARAM_STRING, "", 0, 0, NULL, "",
-     "run directory (default runs/<config name>)"},
-    {"systems", METRO_PARAM_INT, "1", 1, 4096, NULL, "",
-     "independent copies of this system (seeds seed, seed+1, ...), run together in one process"},
-    {"scan", METRO_PARAM_STRING, "", 0, 0, NULL, "",
-     "SECTION.KEY: v1, v2, ...: one system per value, run together in one process"},
-    {"check_every", METRO_PARAM_INT, "0", 0, 9.2e18, NULL, "sweeps",
-     "recompute the total energy this often, report the drift and checkpoint (0: ten times a run)"},
-    {"checkpoint_minutes", METRO_PARAM_REAL, "10", 0, 1e6, NULL, "min",
-     "also checkpoint this often in wall time between energy checks (0: only at energy checks)"},
-    {"drift_tolerance", METRO_PARAM_REAL, "1e-4", 0, 1, NULL, "",
-     "largest allowed |E_running - E_recomputed| / max(|E|, N); beyond it the run stops"},
-    METRO_PARAM_END};
-
-static const metro_param_decl system_params[] = {
-    {"particles", METRO_PARAM_INT, NULL, 1, 2147483647.0, NULL, "", "particles per replica"},
-    {"initial", METRO_PARAM_STRING, "", 0, 0, NULL, "",
-     "start every replica from this configuration (.gsd, or extended .xyz); empty: the potential places the particles"},
-    {"initial_frame", METRO_PARAM_INT, "-1", -9.2e18, 9.2e18, NULL, "",
-     "frame of the initial file: 0 the first, -1 the last, -2 the one before"},
-    METRO_PARAM_END};
 
 static const char *const plugin_key[] = {"plugin", NULL};
 static const char *const observable_keys[] = {"plugin", "every", NULL};
@@ -78,27 +47,26 @@ static int bind_plugin(metro_sim *sim, metro_ctx *ctx, const char *section, metr
     ctx->rng.seed = sim->setup.seed ^ metro__fnv(METRO__FNV_INIT, section, strlen(section));
     metro__entry *e = metro__config_find(sim->cfg, section, "plugin");
     if (!e) {
-        int line = metro__config_section_line(sim->cfg, section);
-        if (!line)
+        int present = 0;
+        for (int i = 0; i < sim->cfg->nsections; ++i) present |= !strcmp(sim->cfg->sections[i], section);
+        if (!present)
             return metro__fail(err, METRO_EUSAGE, "%s: [%s]: section missing (it needs plugin = NAME of a %s; see metro list)",
                                sim->cfg->path, section, metro__kind_name(kind));
-        return metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] plugin: required but not given (the name of a %s; see metro list)",
-                           sim->cfg->path, line, section, metro__kind_name(kind));
+        return metro__fail(err, METRO_EUSAGE, "%s: [%s] plugin: required but not given (the name of a %s; see metro list)",
+                           metro__config_section_where(sim->cfg, section), section, metro__kind_name(kind));
     }
     metro_error perr = {0};
     if (metro__plugin_find(e->value, kind, &ctx->plugin, &perr)) {
         if (perr.msg[0]) {
             perr.msg[strcspn(perr.msg, "\n")] = 0;
-            return metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] plugin: %s", e->file, e->line,
-                               section, perr.msg);
+            return metro__fail(err, METRO_EUSAGE, "%s: [%s] plugin: %s", e->where, section, perr.msg);
         }
         char names[1024] = "";
         char *pass[2] = {names, (char *)(intptr_t)kind};
         metro_error ignore = {0};
         metro__plugin_each(list_kind, pass, &ignore);
-        return metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] plugin: no %s plugin '%s' found (available: %s)",
-                           e->file, e->line, section, metro__kind_name(kind), e->value,
-                           names[0] ? names : "none");
+        return metro__fail(err, METRO_EUSAGE, "%s: [%s] plugin: no %s plugin '%s' found (available: %s)", e->where,
+                           section, metro__kind_name(kind), e->value, names[0] ? names : "none");
     }
     return metro__params_build(sim->cfg, section, ctx->plugin->d->params, extra, &ctx->params, err);
 }
@@ -112,25 +80,19 @@ static int valid_section(const char *s)
 static int read_config(metro_sim *sim, const metro_options *opt, metro_error *err)
 {
     const char *path = opt->config_path ? opt->config_path : "<text>";
-    char *text = NULL;
-    if (opt->config_text) {
-        text = metro__strdup(opt->config_text);
-    } else {
-        text = metro__read_file(path, NULL);
-        if (!text) return metro__fail(err, METRO_EUSAGE, "%s: cannot be read: %s", path, strerror(errno));
-    }
-    int rc = metro__config_parse(path, text, &sim->cfg, err);
-    free(text);
+    /* a file through the reader that sees NUL bytes and lines of any length */
+    int rc = opt->config_text ? metro__config_parse(path, opt->config_text, &sim->cfg, err)
+                              : metro__config_read(path, &sim->cfg, err);
     for (int i = 0; i < opt->nsets; ++i) rc |= metro__config_set(sim->cfg, opt->sets[i], i + 1, err);
     if (rc) return METRO_EUSAGE;
 
     for (int i = 0; i < sim->cfg->nsections; ++i)
         if (!valid_section(sim->cfg->sections[i]))
             rc = metro__fail(err, METRO_EUSAGE,
-                             "%s:%d: [%s]: unknown section (allowed: [run], [system], [potential], [sampler], [observable NAME])",
-                             sim->cfg->path, sim->cfg->section_line[i], sim->cfg->sections[i]);
-    rc |= metro__params_build(sim->cfg, "run", run_params, NULL, &sim->run, err);
-    rc |= metro__params_build(sim->cfg, "system", system_params, NULL, &sim->system, err);
+                             "%s: [%s]: unknown section (allowed: [run], [system], [potential], [sampler], [observable NAME])",
+                             metro__config_section_where(sim->cfg, sim->cfg->sections[i]), sim->cfg->sections[i]);
+    rc |= metro__params_build(sim->cfg, "run", metro__run_params, NULL, &sim->run, err);
+    rc |= metro__params_build(sim->cfg, "system", metro__system_params, NULL, &sim->system, err);
     if (sim->run) sim->setup.seed = (uint64_t)metro__param_int(sim->run, "seed");
     rc |= bind_plugin(sim, &sim->pot, "potential", METRO_KIND_POTENTIAL, plugin_key, err);
     rc |= bind_plugin(sim, &sim->smp, "sampler", METRO_KIND_SAMPLER, plugin_key, err);
@@ -147,8 +109,8 @@ static int read_config(metro_sim *sim, const metro_options *opt, metro_error *er
             char *end;
             long v = strtol(e->value, &end, 10);
             if (end == e->value || *end || v < 1)
-                rc |= metro__fail(err, METRO_EUSAGE, "%s:%d: [%s] every: '%s' is not a whole number of sweeps (integer >= 1)",
-                                  e->file, e->line, s, e->value);
+                rc |= metro__fail(err, METRO_EUSAGE, "%s: [%s] every: '%s' is not a whole number of sweeps (integer >= 1)",
+                                  e->where, s, e->value);
             else
                 o->every = v;
         }
@@ -276,12 +238,11 @@ static int check_run_keys(metro_sim *sim, metro_error *err)
         metro_ctx *o = &sim->obs[i];
         if (o->every <= sim->sweeps) continue;
         metro__entry *e = metro__config_find(sim->cfg, o->section, "every");
-        metro__entry *s = metro__config_find(sim->cfg, "run", "sweeps");
         rc = metro__fail(err, METRO_EUSAGE,
-                         "%s:%d: [%s] every: %ld is more than [run] sweeps = %ld, so it would never measure "
+                         "%s: [%s] every: %ld is more than [run] sweeps = %ld, so it would never measure "
                          "(allowed: 1 to sweeps)",
-                         e ? e->file : sim->cfg->path, e ? e->line : metro__config_section_line(sim->cfg, o->section),
-                         o->section, o->every, s ? sim->sweeps : 0L);
+                         e ? e->where : metro__config_section_where(sim->cfg, o->section), o->section, o->every,
+                         sim->sweeps);
     }
     return rc;
 }

@@ -15,11 +15,26 @@ int metro__fail(metro_error *err, int status, const char *fmt, ...)
     if (!err) return status;
     if (!err->status) err->status = status;
     size_t len = strlen(err->msg);
-    if (len + 2 >= sizeof err->msg) return status;
+    static const char more[] = "(more errors)\n";
+    if (len + sizeof more >= sizeof err->msg) return status;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(err->msg + len, sizeof err->msg - len - 1, fmt, ap);
+    char line[sizeof err->msg];
+    int l = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
+    /* a message that no longer fits is dropped whole, not cut mid-line;
+     * the first one, if it alone is too long, keeps its whole lines */
+    if (l < 0 || len + (size_t)l + 1 + sizeof more > sizeof err->msg) {
+        if (len == 0 && l > 0) {
+            size_t keep = sizeof err->msg - sizeof more - 1;
+            while (keep && line[keep - 1] != '\n') --keep;
+            memcpy(err->msg, line, keep);
+            len = keep;
+        }
+        if (!strstr(err->msg, more)) memcpy(err->msg + len, more, sizeof more);
+        return status;
+    }
+    memcpy(err->msg + len, line, (size_t)l + 1);
     len = strlen(err->msg);
     if (len + 1 < sizeof err->msg && (len == 0 || err->msg[len - 1] != '\n')) {
         err->msg[len] = '\n';

@@ -25,23 +25,9 @@
 
 #include "config.h"
 #include "loader.h"
+#include "core_params.h"
 #include "util.h"
 
-/* The core's own sections, as declared in core/src/sim.c (static there).
- * Kept to the same types, ranges and defaults so that the validator sees
- * what it sees in a run; a drift here weakens the fuzzing, nothing else. */
-static const metro_param_decl run_params[] = {
-    {"seed", METRO_PARAM_INT, "1", 0, 9.2e18, NULL, "", "seed"},
-    {"sweeps", METRO_PARAM_INT, NULL, 0, 4.6e18, NULL, "sweeps", "production sweeps"},
-    {"equilibration", METRO_PARAM_INT, "0", 0, 4.6e18, NULL, "sweeps", "equilibration"},
-    {"device", METRO_PARAM_CHOICE, "auto", 0, 0, "auto|cpu|cuda", "", "backend"},
-    {"output", METRO_PARAM_STRING, "", 0, 0, NULL, "", "run directory"},
-    {"check_every", METRO_PARAM_INT, "0", 0, 9.2e18, NULL, "sweeps", "drift check"},
-    {"drift_tolerance", METRO_PARAM_REAL, "1e-4", 0, 1, NULL, "", "drift tolerance"},
-    METRO_PARAM_END};
-static const metro_param_decl system_params[] = {
-    {"particles", METRO_PARAM_INT, NULL, 1, 2147483647.0, NULL, "", "particles"},
-    METRO_PARAM_END};
 static const char *const plugin_key[] = {"plugin", NULL};
 static const char *const observable_keys[] = {"plugin", "every", NULL};
 
@@ -103,10 +89,10 @@ static int validate(metro__config *c, resolved *out, metro_error *err)
 {
     int rc = 0;
     metro_params *p = NULL;
-    rc |= metro__params_build(c, "run", run_params, NULL, &p, err);
+    rc |= metro__params_build(c, "run", metro__run_params, NULL, &p, err);
     out->s[out->n++] = (section){strdup("run"), NULL, p};
     p = NULL;
-    rc |= metro__params_build(c, "system", system_params, NULL, &p, err);
+    rc |= metro__params_build(c, "system", metro__system_params, NULL, &p, err);
     out->s[out->n++] = (section){strdup("system"), NULL, p};
     for (int i = 0; i < c->nsections && out->n < 40; ++i) {
         const char *s = c->sections[i];

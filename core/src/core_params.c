@@ -1,0 +1,35 @@
+/* core/src/core_params.c — the parameters of the core's own sections,
+ * [run] and [system]: one table, read by the assembly (sim.c) and by the
+ * config fuzzer (tests/fuzz), so the fuzzer validates what a run does. */
+#include "core_params.h"
+
+const metro_param_decl metro__run_params[] = {
+    {"seed", METRO_PARAM_INT, "1", 0, 9.2e18, NULL, "", "seed of every random stream of the run"},
+    /* at most 2^62 each, so that sweeps + equilibration cannot overflow */
+    {"sweeps", METRO_PARAM_INT, NULL, 0, 4.6e18, NULL, "sweeps", "production sweeps (measured)"},
+    {"equilibration", METRO_PARAM_INT, "0", 0, 4.6e18, NULL, "sweeps",
+     "sweeps before measuring starts"},
+    {"device", METRO_PARAM_CHOICE, "auto", 0, 0, "auto|cpu|cuda", "",
+     "backend: auto takes the GPU when one is there"},
+    {"output", METRO_PARAM_STRING, "", 0, 0, NULL, "",
+     "run directory (default runs/<config name>)"},
+    {"systems", METRO_PARAM_INT, "1", 1, 4096, NULL, "",
+     "independent copies of this system (seeds seed, seed+1, ...), run together in one process"},
+    {"scan", METRO_PARAM_STRING, "", 0, 0, NULL, "",
+     "SECTION.KEY: v1, v2, ...: one system per value, run together in one process"},
+    {"check_every", METRO_PARAM_INT, "0", 0, 9.2e18, NULL, "sweeps",
+     "recompute the total energy this often, report the drift and checkpoint (0: ten times a run)"},
+    {"checkpoint_minutes", METRO_PARAM_REAL, "10", 0, 1e6, NULL, "min",
+     "also checkpoint this often in wall time between energy checks (0: only at energy checks)"},
+    {"drift_tolerance", METRO_PARAM_REAL, "1e-4", 0, 1, NULL, "",
+     "largest allowed |E_running - E_recomputed| / max(|E|, N); beyond it the run stops"},
+    METRO_PARAM_END};
+
+const metro_param_decl metro__system_params[] = {
+    {"particles", METRO_PARAM_INT, NULL, 1, 2147483647.0, NULL, "", "particles per replica"},
+    {"initial", METRO_PARAM_STRING, "", 0, 0, NULL, "",
+     "start every replica from this configuration (.gsd, or extended .xyz); empty: the potential places the particles"},
+    {"initial_frame", METRO_PARAM_INT, "-1", -9.2e18, 9.2e18, NULL, "",
+     "frame of the initial file: 0 the first, -1 the last, -2 the one before"},
+    METRO_PARAM_END};
+
