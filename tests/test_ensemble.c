@@ -25,35 +25,6 @@ static const char *brush_ini =
     "[potential]\nplugin = coulomb_hs\nvalences = 3,-1\ndiameters = 4,4\nconcentration = 0.05\n"
     "[sampler]\nplugin = brush\n\n[observable energy]\nplugin = energy\nevery = 1\n";
 
-static void file(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void file(const char *name, const char *fmt, ...)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fclose(f);
-}
-
-static int cli(char **e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int cli(char **e, const char *fmt, ...)
-{
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    char *err = NULL;
-    int rc = metro_test_cli(args, NULL, &err);
-    if (e) *e = err;
-    else free(err);
-    return rc;
-}
-
 static void same(const char *a, const char *b)
 {
     char pa[512], pb[512];
@@ -79,12 +50,12 @@ START_TEST(systems_equal_separate_runs)
 {
     setup_dir();
     char *e;
-    file("ens.ini", brush_ini, 12, "systems = 4\n");
-    int rc = cli(&e, "run %s/ens.ini --device " DEVICE " --output %s/ens --quiet", dir, dir);
+    metro_test_write(dir, "ens.ini", brush_ini, 12, "systems = 4\n");
+    int rc = metro_test_clif(&e, "run %s/ens.ini --device " DEVICE " --output %s/ens --quiet", dir, dir);
     ck_assert_msg(rc == 0, "%s", e);
     free(e);
     for (int k = 0; k < 4; ++k) {
-        rc = cli(&e, "run %s/ens.ini --set run.systems=1 --set run.seed=%d --device " DEVICE " --output %s/alone%d --quiet",
+        rc = metro_test_clif(&e, "run %s/ens.ini --set run.systems=1 --set run.seed=%d --device " DEVICE " --output %s/alone%d --quiet",
                  dir, 11 + k, dir, k);
         ck_assert_msg(rc == 0, "%s", e);
         free(e);
@@ -111,11 +82,11 @@ START_TEST(systems_equal_separate_runs)
     ck_assert_msg(fabs(m - mean) < 1e-8 * fabs(mean) && fabs(err - sqrt(var / 4)) < 1e-3 * err,
                   "combined %g +- %g, expected %g +- %g", m, err, mean, sqrt(var / 4));
     /* resume: stopped at 12 cycles, extended to 20, equals straight 20 */
-    file("long.ini", brush_ini, 20, "systems = 4\n");
-    rc = cli(&e, "run %s/long.ini --device " DEVICE " --output %s/long --quiet", dir, dir);
+    metro_test_write(dir, "long.ini", brush_ini, 20, "systems = 4\n");
+    rc = metro_test_clif(&e, "run %s/long.ini --device " DEVICE " --output %s/long --quiet", dir, dir);
     ck_assert_msg(rc == 0, "%s", e);
     free(e);
-    rc = cli(&e, "resume %s/ens --set run.sweeps=20 --device " DEVICE " --quiet", dir);
+    rc = metro_test_clif(&e, "resume %s/ens --set run.sweeps=20 --device " DEVICE " --quiet", dir);
     ck_assert_msg(rc == 0, "%s", e);
     free(e);
     for (int k = 0; k < 4; ++k) {
@@ -132,11 +103,11 @@ START_TEST(scan_equals_separate_runs)
 {
     setup_dir();
     char *e;
-    file("scan.ini", brush_ini, 8, "scan = potential.concentration: 0.02, 0.08\n");
-    int rc = cli(&e, "run %s/scan.ini --device " DEVICE " --output %s/scan --quiet", dir, dir);
+    metro_test_write(dir, "scan.ini", brush_ini, 8, "scan = potential.concentration: 0.02, 0.08\n");
+    int rc = metro_test_clif(&e, "run %s/scan.ini --device " DEVICE " --output %s/scan --quiet", dir, dir);
     ck_assert_msg(rc == 0, "%s", e);
     free(e);
-    rc = cli(&e, "run %s/scan.ini --set run.scan= --set potential.concentration=0.08 --device " DEVICE
+    rc = metro_test_clif(&e, "run %s/scan.ini --set run.scan= --set potential.concentration=0.08 --device " DEVICE
                  " --output %s/alone --quiet", dir, dir);
     ck_assert_msg(rc == 0, "%s", e);
     free(e);
@@ -157,16 +128,16 @@ START_TEST(bad_system_writes_nothing)
     setup_dir();
     char *e;
     /* the second value is out of range: refused before any system starts */
-    file("scan.ini", brush_ini, 8, "scan = potential.concentration: 0.02, -1\n");
-    ck_assert_int_eq(cli(&e, "run %s/scan.ini --device " DEVICE " --output %s/scan --quiet", dir, dir), 2);
+    metro_test_write(dir, "scan.ini", brush_ini, 8, "scan = potential.concentration: 0.02, -1\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/scan.ini --device " DEVICE " --output %s/scan --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "concentration") && strstr(e, "system 1"), "%s", e);
     free(e);
-    file("bad.ini", brush_ini, 8, "scan = concentration 0.02\n");
-    ck_assert_int_eq(cli(&e, "run %s/bad.ini --device " DEVICE " --output %s/bad --quiet", dir, dir), 2);
+    metro_test_write(dir, "bad.ini", brush_ini, 8, "scan = concentration 0.02\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/bad.ini --device " DEVICE " --output %s/bad --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "SECTION.KEY") != NULL, "%s", e);
     free(e);
-    file("both.ini", brush_ini, 8, "systems = 3\nscan = potential.concentration: 0.02, 0.03\n");
-    ck_assert_int_eq(cli(&e, "run %s/both.ini --device " DEVICE " --output %s/both --quiet", dir, dir), 2);
+    metro_test_write(dir, "both.ini", brush_ini, 8, "systems = 3\nscan = potential.concentration: 0.02, 0.03\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/both.ini --device " DEVICE " --output %s/both --quiet", dir, dir), 2);
     free(e);
     struct stat sb;
     char p[512];

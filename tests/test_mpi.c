@@ -25,20 +25,6 @@ static const char *pt_ini =
     "[observable energy]\nplugin = energy\nevery = 10\n\n[observable shape]\nplugin = polymer_shape\nevery = 10\n"
     "reweight = false\nplots = false\n";
 
-static void file(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void file(const char *name, const char *fmt, ...)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fclose(f);
-}
-
 /* metro on `ranks` ranks (0: without mpirun); its status */
 static int mpi(int ranks, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int mpi(int ranks, const char *fmt, ...)
@@ -79,7 +65,7 @@ static void setup_dir(void)
 START_TEST(rank_count_does_not_change_the_chain)
 {
     setup_dir();
-    file("pt.ini", pt_ini, 1200, "");
+    metro_test_write(dir, "pt.ini", pt_ini, 1200, "");
     ck_assert_int_eq(mpi(0, "run %s/pt.ini --device cpu --output %s/one --quiet", dir, dir), 0);
     for (int r = 1; r <= 4; r *= 2) {
         char name[16];
@@ -89,7 +75,7 @@ START_TEST(rank_count_does_not_change_the_chain)
         same_dirs("one", name);
     }
     /* stopped on 2 ranks, resumed on 4 */
-    file("half.ini", pt_ini, 600, "");
+    metro_test_write(dir, "half.ini", pt_ini, 600, "");
     ck_assert_int_eq(mpi(2, "run %s/half.ini --device cpu --output %s/split --quiet", dir, dir), 0);
     ck_assert_int_eq(mpi(4, "resume %s/split --set run.sweeps=1200 --device cpu --quiet", dir), 0);
     same_dirs("one", "split");
@@ -107,7 +93,7 @@ START_TEST(rank_count_on_the_gpu)
         return;
     }
     setup_dir();
-    file("pt.ini", pt_ini, 1200, "");
+    metro_test_write(dir, "pt.ini", pt_ini, 1200, "");
     ck_assert_int_eq(mpi(0, "run %s/pt.ini --device cuda --output %s/one --quiet", dir, dir), 0);
     ck_assert_msg(mpi(2, "run %s/pt.ini --device cuda --output %s/r2 --quiet", dir, dir) == 0, "see %s/log.txt", dir);
     same_dirs("one", "r2");
@@ -120,7 +106,7 @@ END_TEST
 START_TEST(ensemble_over_ranks)
 {
     setup_dir();
-    file("ens.ini", pt_ini, 400, "systems = 5\n");
+    metro_test_write(dir, "ens.ini", pt_ini, 400, "systems = 5\n");
     ck_assert_int_eq(mpi(0, "run %s/ens.ini --device cpu --output %s/one --quiet", dir, dir), 0);
     ck_assert_msg(mpi(3, "run %s/ens.ini --device cpu --output %s/three --quiet", dir, dir) == 0, "see %s/log.txt", dir);
     for (int k = 0; k < 5; ++k) {

@@ -45,20 +45,6 @@ static void cleanup(void)
     ck_assert_int_eq(system(cmd), 0);
 }
 
-static void write_file(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void write_file(const char *name, const char *fmt, ...)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    va_list ap;
-    va_start(ap, fmt);
-    vfprintf(f, fmt, ap);
-    va_end(ap);
-    fclose(f);
-}
-
 static int exists(const char *rel)
 {
     char path[512];
@@ -68,28 +54,13 @@ static int exists(const char *rel)
 }
 
 /* Run metro with args (printf-style, %s of dir allowed); stderr in *e. */
-static int cli(char **e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int cli(char **e, const char *fmt, ...)
-{
-    char args[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(args, sizeof args, fmt, ap);
-    va_end(ap);
-    char *err = NULL;
-    int rc = metro_test_cli(args, NULL, &err);
-    if (e) *e = err;
-    else free(err);
-    return rc;
-}
-
 static void chain_run(const char *name, int seed, int sweeps, double T, const char *extra)
 {
     char ini[64];
     snprintf(ini, sizeof ini, "%s.ini", name);
-    write_file(ini, chain_ini, seed, sweeps, 100, extra ? extra : "", T);
+    metro_test_write(dir, ini, chain_ini, seed, sweeps, 100, extra ? extra : "", T);
     char *e;
-    int rc = cli(&e, "run %s/%s --device cpu --output %s/%s --quiet", dir, ini, dir, name);
+    int rc = metro_test_clif(&e, "run %s/%s --device cpu --output %s/%s --quiet", dir, ini, dir, name);
     ck_assert_msg(rc == 0, "run %s failed: %s", name, e);
     free(e);
 }
@@ -103,7 +74,7 @@ START_TEST(refused_resume_set_keeps_config)
     char cfg[512], *before, *after, *e;
     snprintf(cfg, sizeof cfg, "%s/a/config.ini", dir);
     before = metro_test_slurp(cfg);
-    ck_assert_int_eq(cli(&e, "resume %s/a --set system.particles=14 --device cpu --quiet", dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/a --set system.particles=14 --device cpu --quiet", dir), 2);
     ck_assert_msg(strstr(e, "particles") != NULL, "%s", e);
     free(e);
     after = metro_test_slurp(cfg);
@@ -115,7 +86,7 @@ START_TEST(refused_resume_set_keeps_config)
                               "[ -f $f ] && printf XXXX | dd of=$f bs=1 seek=60 conv=notrunc status=none; done; true",
              dir, dir, dir, dir);
     ck_assert_int_eq(system(cmd), 0);
-    ck_assert_int_eq(cli(&e, "resume %s/a --set run.sweeps=800 --device cpu --quiet", dir), 1);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/a --set run.sweeps=800 --device cpu --quiet", dir), 1);
     ck_assert_msg(strstr(e, "damaged") != NULL, "%s", e);
     free(e);
     after = metro_test_slurp(cfg);
@@ -124,7 +95,7 @@ START_TEST(refused_resume_set_keeps_config)
     /* the plain resume still works once the checkpoint is good again */
     snprintf(cmd, sizeof cmd, "cp %s/good.bin %s/a/checkpoint.bin", dir, dir);
     ck_assert_int_eq(system(cmd), 0);
-    ck_assert_int_eq(cli(NULL, "resume %s/a --device cpu --quiet", dir), 0);
+    ck_assert_int_eq(metro_test_clif(NULL, "resume %s/a --device cpu --quiet", dir), 0);
     free(before);
     cleanup();
 }
@@ -140,7 +111,7 @@ START_TEST(foreign_checkpoint_refused)
     char cmd[1024], *e;
     snprintf(cmd, sizeof cmd, "cp %s/a/energy.csv %s/a.csv && cp %s/b/checkpoint.bin %s/a/checkpoint.bin", dir, dir, dir, dir);
     ck_assert_int_eq(system(cmd), 0);
-    ck_assert_int_eq(cli(&e, "resume %s/a --set run.sweeps=800 --device cpu --quiet", dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/a --set run.sweeps=800 --device cpu --quiet", dir), 2);
     ck_assert_msg(strstr(e, "another chain") && strstr(e, "seed") && strstr(e, "temperature"),
                   "the keys that differ are not named: %s", e);
     ck_assert_msg(!strstr(e, "sweeps:"), "sweeps may change on resume: %s", e);
@@ -177,17 +148,17 @@ START_TEST(second_process_refused)
     ck_assert_int_eq(c, 'y');
     char *e, want[64];
     snprintf(want, sizeof want, "PID %ld", (long)pid);
-    ck_assert_int_eq(cli(&e, "resume %s/a --device cpu --quiet", dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/a --device cpu --quiet", dir), 2);
     ck_assert_msg(strstr(e, want) != NULL, "holder not named (%s): %s", want, e);
     free(e);
-    ck_assert_int_eq(cli(&e, "run %s/a.ini --device cpu --output %s/a --overwrite --quiet", dir, dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/a.ini --device cpu --output %s/a --overwrite --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, want) != NULL, "%s", e);
     free(e);
     ck_assert_msg(exists("a/energy.csv"), "--overwrite removed files of a locked directory");
     ck_assert_int_eq(write(go[1], "x", 1), 1);
     waitpid(pid, NULL, 0);
     /* the holder is gone: its lock went with it */
-    ck_assert_int_eq(cli(NULL, "resume %s/a --device cpu --quiet", dir), 0);
+    ck_assert_int_eq(metro_test_clif(NULL, "resume %s/a --device cpu --quiet", dir), 0);
     cleanup();
 }
 END_TEST
@@ -198,22 +169,22 @@ START_TEST(sizes_refused_up_front)
 {
     fresh_dir();
     char *e;
-    write_file("big.ini", "[run]\nsweeps = 10\n[system]\nparticles = 2000000000\n[potential]\nplugin = lj_fene\n"
+    metro_test_write(dir, "big.ini", "[run]\nsweeps = 10\n[system]\nparticles = 2000000000\n[potential]\nplugin = lj_fene\n"
                           "[sampler]\nplugin = metropolis\ntemperature = 1\n");
-    ck_assert_int_eq(cli(&e, "run %s/big.ini --device cpu --output %s/big --quiet", dir, dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/big.ini --device cpu --output %s/big --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "GiB of host memory") != NULL, "%s", e);
     free(e);
     ck_assert_msg(!exists("big"), "a refused run created its directory");
-    write_file("ions.ini", "[run]\nsweeps = 10\n[system]\nparticles = 2000000000\n[potential]\nplugin = coulomb_hs\n"
+    metro_test_write(dir, "ions.ini", "[run]\nsweeps = 10\n[system]\nparticles = 2000000000\n[potential]\nplugin = coulomb_hs\n"
                            "valences = 1,-1\ndiameters = 4\nconcentration = 0.01\n[sampler]\nplugin = brush\n");
-    ck_assert_int_eq(cli(&e, "run %s/ions.ini --device cpu --output %s/ions --quiet", dir, dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/ions.ini --device cpu --output %s/ions --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "GiB of host memory") != NULL, "%s", e);
     free(e);
     ck_assert_msg(!exists("ions"), "a refused run created its directory");
     /* 4096 x 4096 replicas of 1000 particles */
-    write_file("pt.ini", "[run]\nsweeps = 10\n[system]\nparticles = 1000\n[potential]\nplugin = lj_fene\n"
+    metro_test_write(dir, "pt.ini", "[run]\nsweeps = 10\n[system]\nparticles = 1000\n[potential]\nplugin = lj_fene\n"
                          "[sampler]\nplugin = parallel_tempering\nreplicas = 4096\nladders = 4096\nt_min = 0.5\nt_max = 2\n");
-    ck_assert_int_eq(cli(&e, "run %s/pt.ini --device cpu --output %s/pt --quiet", dir, dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/pt.ini --device cpu --output %s/pt --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "GiB of host memory") != NULL, "%s", e);
     free(e);
     ck_assert_msg(!exists("pt"), "a refused run created its directory");
@@ -228,22 +199,22 @@ START_TEST(refused_run_writes_nothing)
     fresh_dir();
     char *e;
     /* a cross-parameter refusal in create(): not electroneutral */
-    write_file("ions.ini", "[run]\nsweeps = 10\n[system]\nparticles = 7\n[potential]\nplugin = coulomb_hs\n"
+    metro_test_write(dir, "ions.ini", "[run]\nsweeps = 10\n[system]\nparticles = 7\n[potential]\nplugin = coulomb_hs\n"
                            "valences = 1,-1\ndiameters = 4\ncell_radius = 50\n[sampler]\nplugin = brush\n");
-    ck_assert_int_eq(cli(&e, "run %s/ions.ini --device cpu --output %s/ions --quiet", dir, dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/ions.ini --device cpu --output %s/ions --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "ions.ini:") != NULL, "no FILE:LINE: %s", e);
     free(e);
     ck_assert_msg(!exists("ions"), "a refusal in create() left a run directory");
     /* a placement failure: far too dense */
-    write_file("dense.ini", "[run]\nsweeps = 10\n[system]\nparticles = 2000\n[potential]\nplugin = coulomb_hs\n"
+    metro_test_write(dir, "dense.ini", "[run]\nsweeps = 10\n[system]\nparticles = 2000\n[potential]\nplugin = coulomb_hs\n"
                             "valences = 1,-1\ndiameters = 4\ncell_radius = 12\n[sampler]\nplugin = brush\n");
-    ck_assert_int_ne(cli(&e, "run %s/dense.ini --device cpu --output %s/dense --quiet", dir, dir), 0);
+    ck_assert_int_ne(metro_test_clif(&e, "run %s/dense.ini --device cpu --output %s/dense --quiet", dir, dir), 0);
     free(e);
     ck_assert_msg(!exists("dense"), "a placement failure left a run directory");
     /* an observable refusing its potential */
-    write_file("obs.ini", "[run]\nsweeps = 10\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
+    metro_test_write(dir, "obs.ini", "[run]\nsweeps = 10\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
                           "[sampler]\nplugin = metropolis\ntemperature = 1\n[observable g]\nplugin = pair_correlation\n");
-    ck_assert_int_ne(cli(&e, "run %s/obs.ini --device cpu --output %s/obs --quiet", dir, dir), 0);
+    ck_assert_int_ne(metro_test_clif(&e, "run %s/obs.ini --device cpu --output %s/obs --quiet", dir, dir), 0);
     free(e);
     ck_assert_msg(!exists("obs"), "an observable's refusal left a run directory");
     cleanup();
@@ -255,7 +226,7 @@ START_TEST(write_error_leaves_no_result)
     fresh_dir();
     /* energy.csv of 20000 samples (about 630 kB) does not fit under a
      * 540 kB file-size limit; the checkpoints (about 470 kB) do */
-    write_file("a.ini", chain_ini, 5, 40000, 40000, "", 0.6);
+    metro_test_write(dir, "a.ini", chain_ini, 5, 40000, 40000, "", 0.6);
     char cmd[2048], err[512];
     snprintf(err, sizeof err, "%s/err.txt", dir);
     /* bash: its ulimit -f counts kilobytes (dash's counts 512-byte blocks) */
@@ -280,9 +251,9 @@ START_TEST(stale_temporaries_removed)
 {
     fresh_dir();
     chain_run("a", 5, 400, 0.6, NULL);
-    write_file("a/checkpoint.bin.tmp", "half a checkpoint");
-    write_file("a/energy.csv.tmp", "half a result");
-    ck_assert_int_eq(cli(NULL, "resume %s/a --device cpu --quiet", dir), 0);
+    metro_test_write(dir, "a/checkpoint.bin.tmp", "half a checkpoint");
+    metro_test_write(dir, "a/energy.csv.tmp", "half a result");
+    ck_assert_int_eq(metro_test_clif(NULL, "resume %s/a --device cpu --quiet", dir), 0);
     ck_assert_msg(!exists("a/checkpoint.bin.tmp") && !exists("a/energy.csv.tmp"), "stale temporaries left");
     cleanup();
 }
@@ -294,8 +265,8 @@ START_TEST(sweep_counts_cannot_overflow)
 {
     fresh_dir();
     char *e;
-    write_file("a.ini", chain_ini, 5, 400, 100, "", 0.6);
-    ck_assert_int_eq(cli(&e, "run %s/a.ini --set run.sweeps=5000000000000000000 --set run.equilibration=5000000000000000000 "
+    metro_test_write(dir, "a.ini", chain_ini, 5, 400, 100, "", 0.6);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/a.ini --set run.sweeps=5000000000000000000 --set run.equilibration=5000000000000000000 "
                              "--device cpu --output %s/a --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "sweeps") && strstr(e, "equilibration"), "%s", e);
     free(e);
@@ -310,32 +281,32 @@ START_TEST(refusals_name_the_line)
 {
     fresh_dir();
     char *e;
-    write_file("ions.ini", "[run]\nsweeps = 10\n\n[system]\nparticles = 8\n\n[potential]\nplugin = coulomb_hs\n"
+    metro_test_write(dir, "ions.ini", "[run]\nsweeps = 10\n\n[system]\nparticles = 8\n\n[potential]\nplugin = coulomb_hs\n"
                            "valences = 1,-1\ndiameters = 4\ncell_radius = 50\nconcentration = 0.1\n[sampler]\nplugin = brush\n");
-    ck_assert_int_eq(cli(&e, "run %s/ions.ini --device cpu --output %s/x --quiet", dir, dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/ions.ini --device cpu --output %s/x --quiet", dir, dir), 2);
     /* "cell_radius and concentration: ..." points at cell_radius, line 11 */
     ck_assert_msg(strstr(e, "ions.ini:11:") != NULL, "not at the key's line: %s", e);
     free(e);
-    ck_assert_int_eq(cli(&e, "run %s/ions.ini --set potential.concentration=0.2 --device cpu --output %s/x --quiet", dir, dir),
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/ions.ini --set potential.concentration=0.2 --device cpu --output %s/x --quiet", dir, dir),
                      2);
     ck_assert_msg(strstr(e, "ions.ini:") != NULL, "%s", e);
     free(e);
-    write_file("a.ini", chain_ini, 5, 10, 100, "", 0.6);
-    ck_assert_int_eq(cli(&e, "run %s/a.ini --set 'observable energy.every=20' --device cpu --output %s/x --quiet", dir, dir), 2);
+    metro_test_write(dir, "a.ini", chain_ini, 5, 10, 100, "", 0.6);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/a.ini --set 'observable energy.every=20' --device cpu --output %s/x --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "never measure") != NULL, "%s", e);
     free(e);
-    ck_assert_int_eq(cli(&e, "run %s/a.ini --set run.sweeps=0 --device cpu --output %s/x --quiet", dir, dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/a.ini --set run.sweeps=0 --device cpu --output %s/x --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "never measure") != NULL, "%s", e);
     free(e);
     /* a plugin name is a file stem: a path would load any library */
-    ck_assert_int_eq(cli(&e, "run %s/a.ini --set sampler.plugin=../../tmp/evil --device cpu --output %s/x --quiet", dir, dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/a.ini --set sampler.plugin=../../tmp/evil --device cpu --output %s/x --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "not a plugin name") != NULL, "%s", e);
     free(e);
     /* a NUL byte in the file is an error, through the program too */
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "printf '[run]\\nsweeps = 10\\000\\n' > %s/nul.ini", dir);
     ck_assert_int_eq(system(cmd), 0);
-    ck_assert_int_eq(cli(&e, "run %s/nul.ini --device cpu --output %s/x --quiet", dir, dir), 2);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/nul.ini --device cpu --output %s/x --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "NUL byte") != NULL, "%s", e);
     free(e);
     ck_assert_msg(!exists("x"), "a refused run created its directory");
@@ -349,7 +320,7 @@ START_TEST(checkpoints_by_wall_time)
     /* the energy check (and with it the sweep-based checkpoint) only at
      * the end; a checkpoint every 0.05 s of wall time in between */
     const int sweeps = 600000;
-    write_file("a.ini", chain_ini, 7, sweeps, sweeps, "checkpoint_minutes = 0.001\n", 0.6);
+    metro_test_write(dir, "a.ini", chain_ini, 7, sweeps, sweeps, "checkpoint_minutes = 0.001\n", 0.6);
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "%s/bin/metro", METRO_TEST_BINARY_DIR);
     char ini[512], out[512];
@@ -370,11 +341,11 @@ START_TEST(checkpoints_by_wall_time)
     ck_assert_msg(WIFSIGNALED(st), "the run ended before it was killed");
     ck_assert_msg(exists("a/checkpoint.bin"), "no checkpoint by wall time before the first energy check");
     char *e;
-    int rc = cli(&e, "resume %s/a --device cpu --quiet", dir);
+    int rc = metro_test_clif(&e, "resume %s/a --device cpu --quiet", dir);
     ck_assert_msg(rc == 0, "resume failed: %s", e);
     free(e);
-    write_file("b.ini", chain_ini, 7, sweeps, sweeps, "checkpoint_minutes = 0\n", 0.6);
-    rc = cli(&e, "run %s/b.ini --device cpu --output %s/b --quiet", dir, dir);
+    metro_test_write(dir, "b.ini", chain_ini, 7, sweeps, sweeps, "checkpoint_minutes = 0\n", 0.6);
+    rc = metro_test_clif(&e, "run %s/b.ini --device cpu --output %s/b --quiet", dir, dir);
     ck_assert_msg(rc == 0, "%s", e);
     free(e);
     char a[512], b[512];

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,33 @@ int metro_test_cli(const char *args, char **out, char **err)
     unlink(o);
     unlink(e);
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+int metro_test_clif(char **err, const char *fmt, ...)
+{
+    char args[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    char *e = NULL;
+    int rc = metro_test_cli(args, NULL, &e);
+    if (err) *err = e;
+    else free(e);
+    return rc;
+}
+
+void metro_test_write(const char *dir, const char *name, const char *fmt, ...)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s cannot be written", path);
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fclose(f);
 }
 
 double metro_test_csv(const char *path, int row, const char *col)

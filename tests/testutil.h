@@ -35,6 +35,15 @@ const char *metro_test_run_dir(void);
  * status. */
 int metro_test_cli(const char *args, char **out, char **err);
 
+/* metro_test_cli with printf-formatted arguments; stderr in *err when err
+ * is not NULL (caller frees). */
+int metro_test_clif(char **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Write a file dir/name with printf-formatted contents (fails the test if
+ * it cannot). */
+void metro_test_write(const char *dir, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* 1 when the two files exist and are byte for byte the same. */
 int metro_test_same_file(const char *a, const char *b);
 
