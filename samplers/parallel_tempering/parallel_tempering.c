@@ -370,9 +370,10 @@ static int save(void *vself)
 {
     pt *self = vself;
     if (!self->st) return self->host->fail(self->ctx, "save before start");
-    /* the core syncs before it saves (on the CPU, under MPI, that sync is
-     * the collective that shares the replicas: only the writing rank saves) */
-    if ((self->backend == METRO_BACKEND_CUDA && sync_state(self, self->st)) || pull_stats(self)) return -1;
+    /* the core syncs before it saves (under MPI that sync is the collective
+     * that shares the replicas, and only the writing rank saves: a sync
+     * here would wait for ranks that never come) */
+    if (pull_stats(self)) return -1;
     size_t R = (size_t)self->R, P = (size_t)self->ladders * (self->nr > 1 ? self->nr - 1 : 1);
     pt_header h = {PT_MAGIC, self->nr, self->ladders, self->n, self->sweep, self->round};
     const metro_host_api *host = self->host;
