@@ -337,7 +337,8 @@ START_TEST(refuses_cuda)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/lib/metro/plugins/hierarchical.so", METRO_TEST_BINARY_DIR);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* NODELETE: libgomp, which the plugin pulls in, keeps allocations past an unload */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     ck_assert_msg(h != NULL, "%s", dlerror());
     metro_plugin_entry_fn entry = (metro_plugin_entry_fn)dlsym(h, METRO_PLUGIN_ENTRY);
     ck_assert_ptr_nonnull(entry);
