@@ -16,7 +16,8 @@ int metro__fail(metro_error *err, int status, const char *fmt, ...)
     if (!err->status) err->status = status;
     size_t len = strlen(err->msg);
     static const char more[] = "(more errors)\n";
-    if (len + sizeof more >= sizeof err->msg) return status;
+    /* once the buffer has overflowed, it stays as it is: the marker last */
+    if (len + sizeof more >= sizeof err->msg || strstr(err->msg, more)) return status;
     va_list ap;
     va_start(ap, fmt);
     char line[sizeof err->msg];
