@@ -56,11 +56,10 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
     memset(e, 0, sizeof *e);
     e->k = 1;
     e->seed = 1;
-    char *text = metro__read_file(opt->config_path, NULL);
-    if (!text) return metro__fail(err, METRO_EUSAGE, "%s: cannot be read: %s", opt->config_path, strerror(errno));
     metro__config *cfg = NULL;
-    int rc = metro__config_parse(opt->config_path, text, &cfg, err);
-    free(text);
+    const char *path = opt->config_path ? opt->config_path : "<text>";
+    int rc = opt->config_text ? metro__config_parse(path, opt->config_text, &cfg, err)
+                              : metro__config_read(path, &cfg, err);
     for (int i = 0; !rc && i < opt->nsets; ++i) rc |= metro__config_set(cfg, opt->sets[i], i + 1, err);
     if (rc) {
         metro__config_free(cfg);
@@ -375,7 +374,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     const int me = metro__rank(), S = metro__ranks();
     if (!rc && !opt->resume && me == 0) {
         if (metro__mkdirs(e.dir)) rc = metro__fail(err, METRO_EUSAGE, "%s: cannot create the run directory: %s", e.dir, strerror(errno));
-        char *text = rc ? NULL : metro__read_file(opt->config_path, NULL);
+        char *text = rc ? NULL : opt->config_text ? metro__strdup(opt->config_text) : metro__read_file(opt->config_path, NULL);
         if (text) {
             char *all = NULL;
             size_t n = 0;
