@@ -13,6 +13,12 @@
  *                 resume
  *   run.c         the run loop: equilibration, production, energy checks,
  *                 checkpoints by sweeps and wall time, results
+ *   ensemble.c    many systems of one config in one process (and over
+ *                 MPI ranks)
+ *   ranks.c       MPI where the build has it, one rank otherwise
+ *   core_params.c the declared parameters of [run] and [system]
+ *   frames.c      trajectory files (GSD, extended XYZ); initial.c reads
+ *                 a configuration from one
  */
 #ifndef METRO__SIM_H
 #define METRO__SIM_H
