@@ -46,16 +46,12 @@
 #include "metro/plugin.h"
 
 #include "brush.h"
+#include "brush_cycles.h"
 
 /* Per-cycle acceptance counts kept on the device between syncs. */
 #define BRUSH_SLOTS 4096
 /* auto configuration switches to the throughput layout here */
 #define BRUSH_LARGE_N 524288
-/* Small systems draw the uniforms of several cycles per call (a call of
- * cuRAND's host generator costs ~0.1 ms whatever its size): up to this many
- * floats, always whole cycles, so the stream is consumed exactly as one call
- * per cycle would. */
-#define BRUSH_POOL_FLOATS 65536
 
 typedef struct brush {
     const metro_host_api *host;
@@ -70,13 +66,9 @@ typedef struct brush {
     void *pot_self;
     int n;
     long long cycles;            /* cycles done, restored ones included */
-    long long *hist;             /* acceptances of each cycle since start */
-    size_t nhist, caphist;
-    /* uniforms drawn ahead on the host: pool[pool_pos .. pool_n), whole
-     * cycles; the CPU backend's source, and on CUDA only what a restored
-     * CPU checkpoint left */
-    float *pool;
-    size_t pool_pos, pool_n, pool_cap;
+    /* the history of acceptances and the uniforms drawn ahead (the CPU
+     * backend's source; on CUDA only what a restored CPU checkpoint left) */
+    brush_cycles cyc;
     /* CUDA */
     void *kernel;
     int threads, per_thread, eta, group_size, groups, tile, pre;
@@ -114,20 +106,6 @@ static int pow2(long x)
     return x > 0 && (x & (x - 1)) == 0;
 }
 
-/* Append one cycle's acceptance count; returns 0 or -1 (out of memory). */
-static int hist_push(brush *b, long long a)
-{
-    if (b->nhist == b->caphist) {
-        size_t cap = b->caphist ? 2 * b->caphist : 1024;
-        long long *h = realloc(b->hist, cap * sizeof *h);
-        if (!h) return b->host->fail(b->ctx, "out of memory for the acceptance history");
-        b->hist = h;
-        b->caphist = cap;
-    }
-    b->hist[b->nhist++] = a;
-    return 0;
-}
-
 /* ---- create / destroy ---------------------------------------------------- */
 
 static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *p, metro_setup *setup,
@@ -137,6 +115,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     if (!b) return host->fail(ctx, "out of memory");
     b->host = host;
     b->ctx = ctx;
+    b->cyc = (brush_cycles){.host = host, .ctx = ctx, .who = "brush"};
     b->step_param = host->param_real(p, "step");
     b->eta_param = (int)host->param_int(p, "eta");
     b->block_param = (int)host->param_int(p, "block");
@@ -195,8 +174,7 @@ static void destroy(void *self)
     brush *b = self;
     if (!b) return;
     if (b->st && b->st->backend == METRO_BACKEND_CUDA) free_cuda(b);
-    free(b->pool);
-    free(b->hist);
+    brush_cycles_free(&b->cyc);
     free(b);
 }
 
@@ -428,32 +406,6 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
     return 0;
 }
 
-/* Room for `floats` uniforms in the pool; returns 0 or -1. */
-static int reserve_pool(brush *b, size_t floats)
-{
-    if (floats <= b->pool_cap) return 0;
-    float *p = realloc(b->pool, floats * sizeof *p);
-    if (!p) return b->host->fail(b->ctx, "out of memory for %zu uniforms", floats);
-    b->pool = p;
-    b->pool_cap = floats;
-    return 0;
-}
-
-/* The uniforms of the next cycle, in host memory; NULL on failure. */
-static const float *cycle_uniforms(brush *b)
-{
-    const size_t per = (size_t)b->n * BRUSH_UNIFORMS_PER_PARTICLE;
-    if (b->pool_n - b->pool_pos < per) {
-        size_t k = per < BRUSH_POOL_FLOATS ? BRUSH_POOL_FLOATS / per : 1;
-        if (reserve_pool(b, k * per) || b->host->uniform(b->ctx, b->pool, k * per)) return NULL;
-        b->pool_pos = 0;
-        b->pool_n = k * per;
-    }
-    const float *u = b->pool + b->pool_pos;
-    b->pool_pos += per;
-    return u;
-}
-
 /* ---- advance ------------------------------------------------------------- */
 
 static int advance_cpu(brush *b, metro_state *st, long sweeps)
@@ -462,7 +414,7 @@ static int advance_cpu(brush *b, metro_state *st, long sweeps)
     const int trials = b->trials ? (int)b->trials : n;
     metro_float4 *pos = st->pos;
     for (long s = 0; s < sweeps; ++s) {
-        const float *uc = cycle_uniforms(b);
+        const float *uc = brush_cycles_uniforms(&b->cyc, b->n);
         if (!uc) return -1;
         long long acc = 0;
         for (int i = 0; i < trials; ++i) {
@@ -478,7 +430,7 @@ static int advance_cpu(brush *b, metro_state *st, long sweeps)
         st->accepted[0] += acc;
         st->attempted[0] += trials;
         b->cycles++;
-        if (hist_push(b, acc)) return -1;
+        if (brush_cycles_push(&b->cyc, acc)) return -1;
     }
     return 0;
 }
@@ -495,7 +447,7 @@ static int flush_cuda(brush *b)
         return -1;
     for (int i = 0; i < b->slot; ++i) {
         b->st->accepted[0] += buf[i];
-        if (hist_push(b, buf[i])) return -1;
+        if (brush_cycles_push(&b->cyc, buf[i])) return -1;
     }
     b->slot = 0;
     return 0;
@@ -516,11 +468,11 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
         if (K > BRUSH_SLOTS - b->slot) K = BRUSH_SLOTS - b->slot;
         for (long k = 0; k < K; ++k) { /* one cycle's uniforms at a time: the stream as one launch per cycle */
             float *dst = (float *)(b->d_rnd + k * b->n);
-            if (b->pool_n - b->pool_pos >= per) { /* left by a CPU checkpoint */
-                if (b->host->cuda(b->ctx, cudaMemcpy(dst, b->pool + b->pool_pos, per * sizeof(float), cudaMemcpyHostToDevice),
+            if (b->cyc.pool_n - b->cyc.pool_pos >= per) { /* left by a CPU checkpoint */
+                if (b->host->cuda(b->ctx, cudaMemcpy(dst, b->cyc.pool + b->cyc.pool_pos, per * sizeof(float), cudaMemcpyHostToDevice),
                             "brush: uploading uniforms"))
                     return -1;
-                b->pool_pos += per;
+                b->cyc.pool_pos += per;
             } else if (b->host->uniform(b->ctx, dst, per)) {
                 return -1;
             }
@@ -592,17 +544,7 @@ static int sync_state(void *self, metro_state *st)
 static int finish(void *self, metro_state *st)
 {
     brush *b = self;
-    if (sync_state(b, st)) return -1;
-    FILE *f = b->host->open_output(b->ctx, "acceptance.csv");
-    if (!f) return -1;
-    fprintf(f, "cycle,accepted,attempted,rate\n");
-    const long long per = b->trials ? b->trials : b->n;
-    const long long first = b->cycles - (long long)b->nhist;
-    for (size_t i = 0; i < b->nhist; ++i)
-        fprintf(f, "%lld,%lld,%lld,%.6f\n", first + (long long)i + 1, b->hist[i], per,
-                per ? (double)b->hist[i] / (double)per : 0.0);
-    int bad = fclose(f) != 0;
-    if (bad) return b->host->fail(b->ctx, "acceptance.csv: write failed");
+    if (sync_state(b, st) || brush_cycles_write(&b->cyc, b->cycles, b->trials ? b->trials : b->n)) return -1;
     b->host->log(b->ctx, METRO_LOG_INFO, "brush: %lld cycles, acceptance %.4f", b->cycles,
                  st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0);
     return 0;
@@ -614,43 +556,13 @@ static int save(void *self)
 {
     brush *b = self;
     if (b->st && b->st->backend == METRO_BACKEND_CUDA && flush_cuda(b)) return -1;
-    unsigned hdr[2] = {BRUSH_MAGIC, 1u};
-    long long nh = (long long)b->nhist, np = (long long)(b->pool_n - b->pool_pos);
-    if (b->host->save_bytes(b->ctx, hdr, sizeof hdr) || b->host->save_bytes(b->ctx, &b->cycles, sizeof b->cycles) ||
-        b->host->save_bytes(b->ctx, &nh, sizeof nh) || b->host->save_bytes(b->ctx, &np, sizeof np) ||
-        (nh && b->host->save_bytes(b->ctx, b->hist, b->nhist * sizeof *b->hist)) ||
-        (np && b->host->save_bytes(b->ctx, b->pool + b->pool_pos, (size_t)np * sizeof(float))))
-        return -1;
-    return 0;
+    return brush_cycles_save(&b->cyc, BRUSH_MAGIC, b->cycles);
 }
 
 static int restore(void *self, const void *data, size_t size)
 {
     brush *b = self;
-    const unsigned char *p = data;
-    unsigned hdr[2];
-    long long cycles, nh, np;
-    const size_t head = sizeof hdr + sizeof cycles + sizeof nh + sizeof np;
-    if (size < head) return b->host->fail(b->ctx, "brush: checkpoint too short");
-    memcpy(hdr, p, sizeof hdr);
-    memcpy(&cycles, p + sizeof hdr, sizeof cycles);
-    memcpy(&nh, p + sizeof hdr + sizeof cycles, sizeof nh);
-    memcpy(&np, p + sizeof hdr + sizeof cycles + sizeof nh, sizeof np);
-    if (hdr[0] != BRUSH_MAGIC || hdr[1] != 1u) return b->host->fail(b->ctx, "brush: not a brush checkpoint");
-    if (nh < 0 || np < 0 || size != head + (size_t)nh * sizeof(long long) + (size_t)np * sizeof(float))
-        return b->host->fail(b->ctx, "brush: checkpoint has the wrong size");
-    if (reserve_pool(b, (size_t)np + 1)) return -1;
-    memcpy(b->pool, p + head + (size_t)nh * sizeof(long long), (size_t)np * sizeof(float));
-    b->pool_pos = 0;
-    b->pool_n = (size_t)np;
-    b->nhist = 0;
-    for (long long i = 0; i < nh; ++i) {
-        long long a;
-        memcpy(&a, p + head + (size_t)i * sizeof a, sizeof a);
-        if (hist_push(b, a)) return -1;
-    }
-    b->cycles = cycles;
-    return 0;
+    return brush_cycles_restore(&b->cyc, BRUSH_MAGIC, data, size, &b->cycles);
 }
 
 /* Uniforms: one float4 per particle and cycle, on the device for the

@@ -75,8 +75,8 @@
 #include "brush.h"
 #include "coulomb_hs.h"
 #include "hier_tree.h"
+#include "brush_cycles.h" /* brush's history and uniform pool: the same stream, consumed alike */
 
-#define HIER_POOL_FLOATS 65536
 #define HIER_MAX_STAGES 8
 
 typedef struct hier {
@@ -101,10 +101,7 @@ typedef struct hier {
     int have_tree;
     int n;
     long long cycles;
-    long long *hist;
-    size_t nhist, caphist;
-    float *pool;
-    size_t pool_pos, pool_n, pool_cap;
+    brush_cycles cyc;            /* acceptance history and uniforms drawn ahead, as brush keeps them */
     /* statistics since start: moves decided at stage s (wall and overlap
      * rejections count at stage 0), by the reference, all moves */
     long long stage[HIER_MAX_STAGES], fallback, wall, overlap, moves;
@@ -155,19 +152,6 @@ static const metro_param_decl params[] = {
      "factor on the rigorous error bound (1); below 1 decisions may differ from the reference: tests only"},
     METRO_PARAM_END};
 
-static int hist_push(hier *b, long long a)
-{
-    if (b->nhist == b->caphist) {
-        size_t cap = b->caphist ? 2 * b->caphist : 1024;
-        long long *h = realloc(b->hist, cap * sizeof *h);
-        if (!h) return b->host->fail(b->ctx, "out of memory for the acceptance history");
-        b->hist = h;
-        b->caphist = cap;
-    }
-    b->hist[b->nhist++] = a;
-    return 0;
-}
-
 static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *p, metro_setup *setup,
                   void **self)
 {
@@ -185,6 +169,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     if (!b) return host->fail(ctx, "out of memory");
     b->host = host;
     b->ctx = ctx;
+    b->cyc = (brush_cycles){.host = host, .ctx = ctx, .who = "hierarchical"};
     b->step_param = host->param_real(p, "step");
     b->order = (int)host->param_int(p, "order");
     b->order_hi = (int)host->param_int(p, "order_refine");
@@ -223,8 +208,7 @@ static void destroy(void *self)
     hier *b = self;
     if (!b) return;
     if (b->have_tree) hier_tree_free(&b->tree);
-    free(b->pool);
-    free(b->hist);
+    brush_cycles_free(&b->cyc);
     free(b);
 }
 
@@ -282,32 +266,6 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
     return 0;
 }
 
-static int reserve_pool(hier *b, size_t floats)
-{
-    if (floats <= b->pool_cap) return 0;
-    float *p = realloc(b->pool, floats * sizeof *p);
-    if (!p) return b->host->fail(b->ctx, "out of memory for %zu uniforms", floats);
-    b->pool = p;
-    b->pool_cap = floats;
-    return 0;
-}
-
-/* The next cycle's uniforms: the stream consumed as brush consumes it
- * (4 per particle per cycle, whole cycles). */
-static const float *cycle_uniforms(hier *b)
-{
-    const size_t per = (size_t)b->n * BRUSH_UNIFORMS_PER_PARTICLE;
-    if (b->pool_n - b->pool_pos < per) {
-        size_t k = per < HIER_POOL_FLOATS ? HIER_POOL_FLOATS / per : 1;
-        if (reserve_pool(b, k * per) || b->host->uniform(b->ctx, b->pool, k * per)) return NULL;
-        b->pool_pos = 0;
-        b->pool_n = k * per;
-    }
-    const float *u = b->pool + b->pool_pos;
-    b->pool_pos += per;
-    return u;
-}
-
 /* The rounding allowance, relative to Σ|λ z_a z_j| / r_j (DESIGN.md):
  *   reference: each float pair energy within 16 float ulps of the exact
  *   λ z_a z_b / r (a generous cover of its 9 roundings and of the rounding
@@ -353,7 +311,7 @@ static int advance(void *self, metro_state *st, long sweeps)
     const double kref = ref_rel(n);
     b->tree.pos = pos;
     for (long s = 0; s < sweeps; ++s) {
-        const float *uc = cycle_uniforms(b);
+        const float *uc = brush_cycles_uniforms(&b->cyc, b->n);
         if (!uc) return -1;
         const double t0 = seconds_now(), c0 = cpu_now();
         hier_tree_rebuild(&b->tree);
@@ -430,7 +388,7 @@ static int advance(void *self, metro_state *st, long sweeps)
         st->accepted[0] += acc;
         st->attempted[0] += trials;
         b->cycles++;
-        if (hist_push(b, acc)) return -1;
+        if (brush_cycles_push(&b->cyc, acc)) return -1;
     }
     return 0;
 }
@@ -445,15 +403,7 @@ static int sync_state(void *self, metro_state *st)
 static int finish(void *self, metro_state *st)
 {
     hier *b = self;
-    FILE *f = b->host->open_output(b->ctx, "acceptance.csv");
-    if (!f) return -1;
-    fprintf(f, "cycle,accepted,attempted,rate\n");
-    const long long per = b->trials ? b->trials : b->n;
-    const long long first = b->cycles - (long long)b->nhist;
-    for (size_t i = 0; i < b->nhist; ++i)
-        fprintf(f, "%lld,%lld,%lld,%.6f\n", first + (long long)i + 1, b->hist[i], per,
-                per ? (double)b->hist[i] / (double)per : 0.0);
-    if (fclose(f) != 0) return b->host->fail(b->ctx, "acceptance.csv: write failed");
+    if (brush_cycles_write(&b->cyc, b->cycles, b->trials ? b->trials : b->n)) return -1;
     const double m = b->moves ? (double)b->moves : 1.0;
     b->host->log(b->ctx, METRO_LOG_INFO,
                  "hierarchical: %lld cycles, acceptance %.4f; moves %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
@@ -470,43 +420,13 @@ static int finish(void *self, metro_state *st)
 static int save(void *self)
 {
     hier *b = self;
-    unsigned hdr[2] = {HIER_MAGIC, 1u};
-    long long nh = (long long)b->nhist, np = (long long)(b->pool_n - b->pool_pos);
-    if (b->host->save_bytes(b->ctx, hdr, sizeof hdr) || b->host->save_bytes(b->ctx, &b->cycles, sizeof b->cycles) ||
-        b->host->save_bytes(b->ctx, &nh, sizeof nh) || b->host->save_bytes(b->ctx, &np, sizeof np) ||
-        (nh && b->host->save_bytes(b->ctx, b->hist, b->nhist * sizeof *b->hist)) ||
-        (np && b->host->save_bytes(b->ctx, b->pool + b->pool_pos, (size_t)np * sizeof(float))))
-        return -1;
-    return 0;
+    return brush_cycles_save(&b->cyc, HIER_MAGIC, b->cycles);
 }
 
 static int restore(void *self, const void *data, size_t size)
 {
     hier *b = self;
-    const unsigned char *p = data;
-    unsigned hdr[2];
-    long long cycles, nh, np;
-    const size_t head = sizeof hdr + sizeof cycles + sizeof nh + sizeof np;
-    if (size < head) return b->host->fail(b->ctx, "hierarchical: checkpoint too short");
-    memcpy(hdr, p, sizeof hdr);
-    memcpy(&cycles, p + sizeof hdr, sizeof cycles);
-    memcpy(&nh, p + sizeof hdr + sizeof cycles, sizeof nh);
-    memcpy(&np, p + sizeof hdr + sizeof cycles + sizeof nh, sizeof np);
-    if (hdr[0] != HIER_MAGIC || hdr[1] != 1u) return b->host->fail(b->ctx, "hierarchical: not a hierarchical checkpoint");
-    if (nh < 0 || np < 0 || size != head + (size_t)nh * sizeof(long long) + (size_t)np * sizeof(float))
-        return b->host->fail(b->ctx, "hierarchical: checkpoint has the wrong size");
-    if (reserve_pool(b, (size_t)np + 1)) return -1;
-    memcpy(b->pool, p + head + (size_t)nh * sizeof(long long), (size_t)np * sizeof(float));
-    b->pool_pos = 0;
-    b->pool_n = (size_t)np;
-    b->nhist = 0;
-    for (long long i = 0; i < nh; ++i) {
-        long long a;
-        memcpy(&a, p + head + (size_t)i * sizeof a, sizeof a);
-        if (hist_push(b, a)) return -1;
-    }
-    b->cycles = cycles;
-    return 0;
+    return brush_cycles_restore(&b->cyc, HIER_MAGIC, data, size, &b->cycles);
 }
 
 static const metro_sampler_api api = {
