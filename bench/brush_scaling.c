@@ -233,6 +233,15 @@ static int load_potential(cpu_loop *L)
     return 0;
 }
 
+/* The cell radius coulomb_hs publishes (host->fact_set). */
+static double published_radius;
+static int h_fact_set(metro_ctx *ctx, const char *name, double v)
+{
+    (void)ctx;
+    if (!strcmp(name, "cell_radius")) published_radius = v;
+    return 0;
+}
+
 /* Seconds per cycle of the CPU loop on `threads` threads (0 = all), from
  * about 2e8 pair-deltas of real trials; *pd gets pair-deltas/s.  NAN on
  * failure. */
@@ -255,18 +264,33 @@ static double cpu_cycle(const cpu_loop *L, int n, int threads, double *pd)
     host.param_string = h_string;
     host.param_list = h_list;
     host.uniform = h_uniform;
+    host.fact_set = h_fact_set;
     metro_setup setup = {0};
     setup.particles = n;
     setup.replicas = 1;
     setup.backend = METRO_BACKEND_CPU;
     void *self = NULL;
     metro_float4 *pos = malloc((size_t)n * sizeof *pos);
-    if (!pos || L->api->create(&host, &ctx, &p, &setup, &self) || L->api->initial(self, &ctx, pos, n)) {
+    int bad = !pos || L->api->create(&host, &ctx, &p, &setup, &self);
+    /* the species along the index as the core assigns them (interleaved) */
+    long placed[METRO_MAX_SPECIES] = {0};
+    for (int i = 0; !bad && i < n; ++i) {
+        int best = 0;
+        double lag = -INFINITY;
+        for (int k = 0; k < setup.species; ++k) {
+            if (placed[k] >= setup.species_table[k].count) continue;
+            double l = (double)(i + 1) * (double)setup.species_table[k].count / (double)n - (double)placed[k];
+            if (l > lag) lag = l, best = k;
+        }
+        placed[best]++;
+        pos[i].w = (float)best;
+    }
+    if (bad || L->api->initial(self, &ctx, pos, n)) {
         fprintf(stderr, "brush_scaling: coulomb_hs: %s\n", ctx.msg);
         free(pos);
         return NAN;
     }
-    const float D = (float)(2.0 * setup.cell_radius / 3.0);
+    const float D = (float)(2.0 * published_radius / 3.0);
     long k = (long)(2e8 / (double)n);
     if (k < 2) k = 2;
     if (k > n) k = n;

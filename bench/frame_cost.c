@@ -60,7 +60,7 @@ int main(int argc, char **argv)
         pos[i] = (metro_float4){(float)(R * x), (float)(R * y), (float)(R * z), (float)(i % 4 == 0 ? 0 : 1)};
     }
     metro_species sp[2] = {{"cation", 3, 7.5, n / 4}, {"anion", -1, 7.5, n - n / 4}};
-    metro_frame f = {n, pos, 2, sp, R, 0, 0, -1, 0};
+    metro_frame f = {.particles = n, .pos = pos, .species = 2, .species_table = sp, .cell_radius = R, .slot = -1};
     printf("frame_cost: %d particles, %d frames per format after one warm-up, files in %s\n\n", n, k, dir);
     printf("%-6s %14s %14s %12s %24s\n", "format", "s per frame", "MB per frame", "MB/s", "1 frame / 10 cycles");
     const char *ext[] = {"gsd", "xyz"};

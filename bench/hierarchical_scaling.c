@@ -135,6 +135,26 @@ static int h_save(metro_ctx *c, const void *d, size_t n)
     return 0;
 }
 
+/* Facts coulomb_hs publishes (cell_radius, bjerrum), read by the sampler. */
+static double fact_v[2];
+static int fact_idx(const char *name)
+{
+    return !strcmp(name, "cell_radius") ? 0 : !strcmp(name, "bjerrum") ? 1 : -1;
+}
+static int h_fact_set(metro_ctx *ctx, const char *name, double v)
+{
+    (void)ctx;
+    if (fact_idx(name) >= 0) fact_v[fact_idx(name)] = v;
+    return 0;
+}
+static int h_fact(metro_ctx *ctx, const char *name, double *v)
+{
+    (void)ctx;
+    if (fact_idx(name) < 0 || !(fact_v[fact_idx(name)] > 0)) return 0;
+    *v = fact_v[fact_idx(name)];
+    return 1;
+}
+
 static metro_host_api host_table(void)
 {
     metro_host_api h = {0};
@@ -149,6 +169,8 @@ static metro_host_api host_table(void)
     h.uniform = h_uniform;
     h.open_output = h_open;
     h.save_bytes = h_save;
+    h.fact_set = h_fact_set;
+    h.fact = h_fact;
     return h;
 }
 
@@ -201,8 +223,22 @@ static int make_system(sys *s, const metro_plugin *pot, const metro_host_api *ho
     s->setup.backend = METRO_BACKEND_CPU;
     s->pos = malloc((size_t)n * sizeof *s->pos);
     s->pos0 = malloc((size_t)n * sizeof *s->pos0);
-    if (!s->pos || !s->pos0 || s->api->create(host, &s->ctx, &s->p, &s->setup, &s->self) ||
-        s->api->initial(s->self, &s->ctx, s->pos, n)) {
+    int bad = !s->pos || !s->pos0 || s->api->create(host, &s->ctx, &s->p, &s->setup, &s->self);
+    /* the species along the index as the core assigns them (interleaved) */
+    long placed[METRO_MAX_SPECIES] = {0};
+    for (int i = 0; !bad && i < n; ++i) {
+        int best = 0;
+        double lag = -INFINITY;
+        for (int k = 0; k < s->setup.species; ++k) {
+            if (placed[k] >= s->setup.species_table[k].count) continue;
+            double l = (double)(i + 1) * (double)s->setup.species_table[k].count / (double)n - (double)placed[k];
+            if (l > lag) lag = l, best = k;
+        }
+        placed[best]++;
+        s->pos[i].w = (float)best;
+    }
+    s->setup.terms = 1;
+    if (bad || s->api->initial(s->self, &s->ctx, s->pos, n)) {
         fprintf(stderr, "hierarchical_scaling: coulomb_hs: %s\n", s->ctx.msg);
         return -1;
     }
@@ -224,7 +260,7 @@ static void set_threads(sys *s, int threads)
 static double reference_cycle(sys *s, double pd)
 {
     const int n = s->n;
-    const float D = (float)(2.0 * s->setup.cell_radius / 3.0);
+    const float D = (float)(2.0 * fact_v[0] / 3.0);
     long k = (long)(pd / (double)n);
     if (k < 2) k = 2;
     if (k > n) k = n;

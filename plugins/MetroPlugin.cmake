@@ -33,6 +33,8 @@ endif()
 
 # Compile .cu files into one fatbin of LTO-IR and a C file embedding it as
 # SYMBOL[] / SYMBOL_size.  Used for plugins and for the core's own kernels.
+# METRO_TERM_NAME is the target's name: a potential's device functions are
+# named after it (METRO_TERM in metro/device.h).
 function(metro_device_ir target symbol)
   set(srcs ${ARGN})
   set(fatbin ${CMAKE_CURRENT_BINARY_DIR}/${target}.fatbin)
@@ -45,7 +47,7 @@ function(metro_device_ir target symbol)
   endforeach()
   add_custom_command(OUTPUT ${fatbin}
     COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -arch=lto_${METRO_LTO_ARCH} -rdc=true -fatbin
-            -std=c++17 ${METRO_NVCC_FLAGS} -I${METRO_INCLUDE_DIR} -I${CMAKE_CURRENT_SOURCE_DIR}
+            -std=c++17 ${METRO_NVCC_FLAGS} -DMETRO_TERM_NAME=${target} -I${METRO_INCLUDE_DIR} -I${CMAKE_CURRENT_SOURCE_DIR}
             -o ${fatbin} ${abs}
     DEPENDS ${abs} ${hdrs}
     COMMENT "LTO-IR for ${target}"

@@ -18,7 +18,7 @@ typedef struct bad_case {
 
 static const bad_case cases[] = {
     {"misspelt_key.ini", "", "misspelt_key.ini:13: [sampler] temprature: unknown key (did you mean 'temperature'?"},
-    {"unknown_section.ini", "", "unknown_section.ini:11: [smapler]: unknown section (allowed: [run], [system], [potential], [sampler], [observable NAME])"},
+    {"unknown_section.ini", "", "unknown_section.ini:11: [smapler]: unknown section (allowed: [run], [system], [potential] or [potential NAME] ..., [sampler], [observable NAME])"},
     {"unknown_section.ini", "", "unknown_section.ini: [sampler]: section missing (it needs plugin = NAME of a sampler"},
     {"bad_number.ini", "", "bad_number.ini:2: [run] seed: 'abc' is not an integer (integer in [0, "},
     {"out_of_range.ini", "", "out_of_range.ini:13: [sampler] temperature: -1 is out of range (real in ["},
@@ -26,15 +26,15 @@ static const bad_case cases[] = {
     {"wrong_kind.ini", "", "wrong_kind.ini:9: [potential] plugin: 'metropolis' is a sampler, not a potential"},
     {"duplicate_key.ini", "", "duplicate_key.ini:4: [run] sweeps: given twice (first at line 3)"},
     {"syntax_error.ini", "", "syntax_error.ini:6: syntax error"},
-    {"missing_required.ini", "", "missing_required.ini:5: [system] particles: required but not given (integer in [1, "},
+    {"missing_required.ini", "", "missing_required.ini:5: [system] particles: required (the particles per replica), unless counts give them"},
     {"bad_every.ini", "", "bad_every.ini:17: [observable e] every: '0' is not a whole number of sweeps"},
     /* a --set is named by its position and its text, never a line of the file */
     {"good.ini", "--set sampler.temperature=hot", "--set #1 sampler.temperature=hot: [sampler] temperature: 'hot' is not a number (real in ["},
     {"good.ini", "--set run.sweeps=5 --set sampler.tempo=1", "--set #2 sampler.tempo=1: [sampler] tempo: unknown key"},
     {"good.ini", "--set nodot=1", "--set #1 nodot=1: expected SECTION.KEY=VALUE"},
-    {"good.ini", "--set system.particles=abc", "--set #1 system.particles=abc: [system] particles: 'abc' is not an integer (integer in [1, "},
+    {"good.ini", "--set system.particles=abc", "--set #1 system.particles=abc: [system] particles: 'abc' is not an integer (integer in [0, "},
     /* ... also when the --set makes a section the file does not have */
-    {"no_system.ini", "--set run.sweeps=5 --set system.size=1", "--set #2 system.size=1: [system] particles: required but not given (integer in [1, "},
+    {"no_system.ini", "--set run.sweeps=5 --set system.initial_frame=-1", "--set #2 system.initial_frame=-1: [system] particles: required (the particles per replica)"},
     {"no_system.ini", "--set run.sweeps=5 --set system.size=1", "--set #2 system.size=1: [system] size: unknown key (allowed: particles"},
     {"good.ini", "--device gpu", "--device gpu: unknown backend (allowed: auto, cpu, cuda)"},
     /* a long line is one line: its key is read (here an unknown one) at its line */

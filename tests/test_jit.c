@@ -8,6 +8,7 @@
 
 #include "jit.h"
 #include "loader.h"
+#include "lone_source.h"
 #include "testutil.h"
 
 typedef struct found {
@@ -39,16 +40,19 @@ START_TEST(every_pair_links_for_sm90)
             if (f.p[j]->d->kind != METRO_KIND_SAMPLER) continue;
             metro__ir irs[64];
             int n = 0;
-            irs[n++] = (metro__ir){"core", metro__core_ir, metro__core_ir_size};
-            irs[n++] = (metro__ir){f.p[i]->d->name, f.p[i]->d->device_ir, f.p[i]->d->device_ir_size};
-            irs[n++] = (metro__ir){f.p[j]->d->name, f.p[j]->d->device_ir, f.p[j]->d->device_ir_size};
+            char *src = lone_source(f.p[i]->d);
+            irs[n++] = (metro__ir){"core", metro__core_ir, metro__core_ir_size, 0};
+            irs[n++] = lone_ir(src);
+            irs[n++] = (metro__ir){f.p[i]->d->name, f.p[i]->d->device_ir, f.p[i]->d->device_ir_size, 0};
+            irs[n++] = (metro__ir){f.p[j]->d->name, f.p[j]->d->device_ir, f.p[j]->d->device_ir_size, 0};
             for (int k = 0; k < f.n; ++k)
                 if (f.p[k]->d->kind == METRO_KIND_OBSERVABLE)
-                    irs[n++] = (metro__ir){f.p[k]->d->name, f.p[k]->d->device_ir, f.p[k]->d->device_ir_size};
+                    irs[n++] = (metro__ir){f.p[k]->d->name, f.p[k]->d->device_ir, f.p[k]->d->device_ir_size, 0};
             void *cubin = NULL;
             size_t size = 0;
             metro_error e = {0};
             int rc = metro__jit_link(irs, n, "sm_90", &cubin, &size, &e);
+            free(src);
             ck_assert_msg(rc == METRO_OK, "%s x %s: %s", f.p[j]->d->name, f.p[i]->d->name, e.msg);
             ck_assert_uint_gt(size, 1000);
             ck_assert_int_eq(memcmp(cubin, "\177ELF", 4), 0);
@@ -72,7 +76,7 @@ END_TEST
 START_TEST(unresolved_symbol_is_reported)
 {
     /* The core alone calls the device ABI that no potential provides. */
-    metro__ir irs[1] = {{"core", metro__core_ir, metro__core_ir_size}};
+    metro__ir irs[1] = {{"core", metro__core_ir, metro__core_ir_size, 0}};
     void *cubin = NULL;
     size_t size = 0;
     metro_error e = {0};
@@ -90,15 +94,17 @@ START_TEST(cache_is_used_and_damage_rebuilt)
     const metro__plugin *pot, *smp;
     ck_assert_int_eq(metro__plugin_find("lj_fene", METRO_KIND_POTENTIAL, &pot, &e), METRO_OK);
     ck_assert_int_eq(metro__plugin_find("metropolis", METRO_KIND_SAMPLER, &smp, &e), METRO_OK);
-    metro__ir irs[3] = {{"core", metro__core_ir, metro__core_ir_size},
-                        {"lj_fene", pot->d->device_ir, pot->d->device_ir_size},
-                        {"metropolis", smp->d->device_ir, smp->d->device_ir_size}};
+    char *src = lone_source(pot->d);
+    metro__ir irs[4] = {{"core", metro__core_ir, metro__core_ir_size, 0},
+                        lone_ir(src),
+                        {"lj_fene", pot->d->device_ir, pot->d->device_ir_size, 0},
+                        {"metropolis", smp->d->device_ir, smp->d->device_ir_size, 0}};
     void *a, *b, *c;
     size_t na, nb, nc;
     int cached;
-    ck_assert_int_eq(metro__jit_cached(irs, 3, "sm_90", &a, &na, &cached, &e), METRO_OK);
+    ck_assert_int_eq(metro__jit_cached(irs, 4, "sm_90", &a, &na, &cached, &e), METRO_OK);
     ck_assert_int_eq(cached, 0);
-    ck_assert_int_eq(metro__jit_cached(irs, 3, "sm_90", &b, &nb, &cached, &e), METRO_OK);
+    ck_assert_int_eq(metro__jit_cached(irs, 4, "sm_90", &b, &nb, &cached, &e), METRO_OK);
     ck_assert_int_eq(cached, 1);
     ck_assert_uint_eq(na, nb);
     ck_assert_int_eq(memcmp(a, b, na), 0);
@@ -106,17 +112,18 @@ START_TEST(cache_is_used_and_damage_rebuilt)
     char cmd[512];
     snprintf(cmd, sizeof cmd, "f=$(ls %s/*.cubin) && printf 'X' | dd of=$f bs=1 seek=2000 conv=notrunc status=none", dir);
     ck_assert_int_eq(system(cmd), 0);
-    ck_assert_int_eq(metro__jit_cached(irs, 3, "sm_90", &c, &nc, &cached, &e), METRO_OK);
+    ck_assert_int_eq(metro__jit_cached(irs, 4, "sm_90", &c, &nc, &cached, &e), METRO_OK);
     ck_assert_int_eq(cached, 0);
     ck_assert_uint_eq(na, nc);
     ck_assert_int_eq(memcmp(a, c, na), 0);
     /* and the rebuilt entry is good again */
     free(c);
-    ck_assert_int_eq(metro__jit_cached(irs, 3, "sm_90", &c, &nc, &cached, &e), METRO_OK);
+    ck_assert_int_eq(metro__jit_cached(irs, 4, "sm_90", &c, &nc, &cached, &e), METRO_OK);
     ck_assert_int_eq(cached, 1);
     free(a);
     free(b);
     free(c);
+    free(src);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     ck_assert_int_eq(system(cmd), 0);
 }

@@ -26,6 +26,7 @@
 
 #include "jit.h"
 #include "loader.h"
+#include "lone_source.h"
 #include "testutil.h"
 
 /* Commands start from a clean slate: no CUDA libraries or plugins borrowed
@@ -194,19 +195,23 @@ START_TEST(installed_sdk)
     const char *const files[3][2] = {{dir, "trap/harmonic_trap.so"},
                                      {prefix, "lib/metro/plugins/metropolis.so"},
                                      {prefix, "lib/metro/plugins/energy.so"}};
-    metro__ir irs[4] = {{"core", metro__core_ir, metro__core_ir_size}};
+    metro__ir irs[5] = {{"core", metro__core_ir, metro__core_ir_size, 0}};
+    char *src = NULL;
     for (int i = 0; i < 3; ++i) {
         const metro__plugin *p;
         metro_error e = {0};
         fmt(sub, "%s/%s", files[i][0], files[i][1]);
         ck_assert_msg(metro__plugin_open(sub, &p, &e) == METRO_OK, "%s", e.msg);
         ck_assert_msg(p->d->device_ir_size > 0, "%s carries no device code", sub);
-        irs[i + 1] = (metro__ir){p->d->name, p->d->device_ir, p->d->device_ir_size};
+        irs[i + 1] = (metro__ir){p->d->name, p->d->device_ir, p->d->device_ir_size, 0};
+        if (i == 0) src = lone_source(p->d); /* the trap alone: the generated sum is its functions */
     }
+    irs[4] = lone_ir(src);
     void *cubin = NULL;
     size_t size = 0;
     metro_error e = {0};
-    ck_assert_msg(metro__jit_link(irs, 4, "sm_90", &cubin, &size, &e) == METRO_OK, "%s", e.msg);
+    ck_assert_msg(metro__jit_link(irs, 5, "sm_90", &cubin, &size, &e) == METRO_OK, "%s", e.msg);
+    free(src);
     ck_assert_uint_gt(size, 1000);
     ck_assert_int_eq(memcmp(cubin, "\177ELF", 4), 0);
     printf("linked metropolis x harmonic_trap (+ energy) for sm_90: %zu bytes\n", size);

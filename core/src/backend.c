@@ -79,23 +79,33 @@ int metro__start_cuda(metro_sim *sim, metro_error *err)
     CUDA_TRY(cudaGetDeviceProperties(&prop, sim->device), "reading the properties of device %d", sim->device);
     char arch[16];
     snprintf(arch, sizeof arch, "sm_%d%d", prop.major, prop.minor);
-    metro__ir irs[3 + 64];
+    metro__ir irs[3 + METRO_MAX_TERMS + 64];
     int n = 0;
-    irs[n++] = (metro__ir){"core", metro__core_ir, metro__core_ir_size};
-    irs[n++] = (metro__ir){sim->pot.plugin->d->name, sim->pot.plugin->d->device_ir, sim->pot.plugin->d->device_ir_size};
-    irs[n++] = (metro__ir){sim->smp.plugin->d->name, sim->smp.plugin->d->device_ir, sim->smp.plugin->d->device_ir_size};
-    for (int i = 0; i < sim->nobs && n < 67; ++i) {
+    irs[n++] = (metro__ir){"core", metro__core_ir, metro__core_ir_size, 0};
+    /* the run-wide device functions: the terms' sum and the chains' bonds */
+    char *src = metro__compose_source(sim);
+    if (!src) return metro__fail(err, METRO_ERUN, "out of memory writing the composed device source");
+    irs[n++] = (metro__ir){"the composed energy (generated)", (const unsigned char *)src, strlen(src), 1};
+    for (int k = 0; k < sim->nterms; ++k) {
+        int dup = 0; /* a plugin that is several terms is linked once */
+        for (int j = 0; j < k; ++j) dup |= sim->terms[j].plugin == sim->terms[k].plugin;
+        const metro_plugin *d = sim->terms[k].plugin->d;
+        if (!dup) irs[n++] = (metro__ir){d->name, d->device_ir, d->device_ir_size, 0};
+    }
+    irs[n++] = (metro__ir){sim->smp.plugin->d->name, sim->smp.plugin->d->device_ir, sim->smp.plugin->d->device_ir_size, 0};
+    for (int i = 0; i < sim->nobs && n < (int)(sizeof irs / sizeof *irs); ++i) {
         /* an observable used twice is linked once */
         int dup = 0;
         for (int j = 0; j < i; ++j) dup |= sim->obs[j].plugin == sim->obs[i].plugin;
         if (!dup)
             irs[n++] = (metro__ir){sim->obs[i].plugin->d->name, sim->obs[i].plugin->d->device_ir,
-                                   sim->obs[i].plugin->d->device_ir_size};
+                                   sim->obs[i].plugin->d->device_ir_size, 0};
     }
     double t0 = metro__now();
     void *cubin;
     size_t size;
     int rc = metro__jit_cached(irs, n, arch, &cubin, &size, &sim->cubin_cached, err);
+    free(src);
     if (rc) return rc;
     sim->link_seconds = metro__now() - t0;
     cudaStream_t s;
@@ -109,12 +119,18 @@ int metro__start_cuda(metro_sim *sim, metro_error *err)
     void *sym;
     size_t symsize;
     CUDA_TRY(cudaLibraryGetGlobal(&sym, &symsize, lib, "metro_potential_params"), "finding metro_potential_params");
-    size_t psize = 0;
-    const void *params = sim->pot_api->device_params(sim->pot.self, &psize);
-    if (psize > symsize)
-        return metro__fail(err, METRO_ERUN, "potential %s: parameter block of %zu bytes exceeds %zu",
-                           sim->pot.plugin->d->name, psize, symsize);
-    if (psize && (rc = metro__upload(sim, sym, params, psize, err, "the potential's parameters"))) return rc;
+    /* each term's own parameter block, at k * METRO_PARAMS_MAX */
+    for (int k = 0; k < sim->nterms; ++k) {
+        metro_ctx *t = &sim->terms[k];
+        size_t psize = 0;
+        const void *params = ((const metro_potential_api *)t->plugin->d->api)->device_params(t->self, &psize);
+        if (psize > METRO_PARAMS_MAX || (size_t)(k + 1) * METRO_PARAMS_MAX > symsize)
+            return metro__fail(err, METRO_ERUN, "[%s] %s: parameter block of %zu bytes exceeds %d", t->section,
+                               t->plugin->d->name, psize, METRO_PARAMS_MAX);
+        if (psize && (rc = metro__upload(sim, (char *)sym + (size_t)k * METRO_PARAMS_MAX, params, psize, err,
+                                         "a potential term's parameters")))
+            return rc;
+    }
     cudaKernel_t k;
     CUDA_TRY(cudaLibraryGetKernel(&k, lib, "metro_core_total_energy"), "finding metro_core_total_energy");
     sim->k_total = (void *)k;
@@ -136,7 +152,7 @@ int metro__total_all(metro_sim *sim, double *out, metro_error *err)
     metro_state *st = &sim->st;
     if (st->backend == METRO_BACKEND_CPU) {
         for (int r = 0; r < st->replicas; ++r)
-            out[r] = sim->pot_api->total(sim->pot.self, st->pos + (size_t)r * st->particles, st->particles);
+            out[r] = sim->pot_api->total(sim->pot_self, st->pos + (size_t)r * st->particles, st->particles);
         return METRO_OK;
     }
     cudaStream_t s = (cudaStream_t)sim->stream;

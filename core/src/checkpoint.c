@@ -64,10 +64,11 @@ static char *identity(metro_sim *sim, size_t *len)
     fprintf(f, "format %s\nbackend %s\n", MAGIC, sim->setup.backend == METRO_BACKEND_CUDA ? "cuda" : "cpu");
     identity_params(f, "run", sim->run);
     identity_params(f, "system", sim->system);
-    for (int i = 0; i < 2 + sim->nobs; ++i) {
+    for (int i = 0; i < metro__nctx(sim); ++i) {
         metro_ctx *c = metro__ctx_at(sim, i);
         fprintf(f, "[%s] plugin = %s %s\n", c->section, c->plugin->d->name, c->plugin->d->version);
-        if (i >= 2) fprintf(f, "[%s] every = %ld\n", c->section, c->every);
+        if (metro__ctx_kind(sim, i) == METRO_KIND_POTENTIAL) fprintf(f, "[%s] species = %#x\n", c->section, c->mask);
+        if (metro__ctx_kind(sim, i) == METRO_KIND_OBSERVABLE) fprintf(f, "[%s] every = %ld\n", c->section, c->every);
         identity_params(f, c->section, c->params);
     }
     fclose(f);
@@ -76,7 +77,17 @@ static char *identity(metro_sim *sim, size_t *len)
 
 metro_ctx *metro__ctx_at(metro_sim *sim, int i)
 {
-    return i == 0 ? &sim->pot : i == 1 ? &sim->smp : &sim->obs[i - 2];
+    return i < sim->nterms ? &sim->terms[i] : i == sim->nterms ? &sim->smp : &sim->obs[i - sim->nterms - 1];
+}
+
+int metro__nctx(const metro_sim *sim)
+{
+    return sim->nterms + 1 + sim->nobs;
+}
+
+int metro__ctx_kind(const metro_sim *sim, int i)
+{
+    return i < sim->nterms ? METRO_KIND_POTENTIAL : i == sim->nterms ? METRO_KIND_SAMPLER : METRO_KIND_OBSERVABLE;
 }
 
 /* ---- writing --------------------------------------------------------------- */
@@ -97,11 +108,11 @@ static void cput(cbuf *b, const void *d, size_t n)
     b->n += n;
 }
 
-static int ctx_save(metro_ctx *c, int i)
+static int ctx_save(metro_sim *sim, metro_ctx *c, int i)
 {
     c->save_n = 0;
-    if (i == 0) return 0; /* potentials are stateless */
-    if (i == 1) return ((const metro_sampler_api *)c->plugin->d->api)->save(c->self);
+    if (metro__ctx_kind(sim, i) == METRO_KIND_POTENTIAL) return 0; /* potentials are stateless */
+    if (metro__ctx_kind(sim, i) == METRO_KIND_SAMPLER) return ((const metro_sampler_api *)c->plugin->d->api)->save(c->self);
     return ((const metro_observable_api *)c->plugin->d->api)->save(c->self);
 }
 
@@ -117,7 +128,7 @@ int metro_sim_checkpoint(metro_sim *sim, metro_error *err)
     char *id = identity(sim, &idlen);
     if (!id) return metro__fail(err, METRO_ERUN, "checkpoint: out of memory");
     uint64_t digest = metro__fnv(METRO__FNV_INIT, id, idlen), len = idlen;
-    int32_t nctx = 2 + sim->nobs, n = st->particles, r = st->replicas, meas = st->measuring;
+    int32_t nctx = metro__nctx(sim), n = st->particles, r = st->replicas, meas = st->measuring;
     int64_t sweep = st->sweep;
     cput(&b, MAGIC, 8);
     cput(&b, &digest, 8);
@@ -135,7 +146,7 @@ int metro_sim_checkpoint(metro_sim *sim, metro_error *err)
     for (int i = 0; i < nctx && !rc; ++i) {
         metro_ctx *c = metro__ctx_at(sim, i);
         uint64_t off = c->rng.offset, size;
-        if (ctx_save(c, i)) {
+        if (ctx_save(sim, c, i)) {
             rc = metro__plugin_failed(c, err, METRO_ERUN, "could not save its state");
             break;
         }
@@ -283,10 +294,10 @@ int metro__checkpoint_check(metro_sim *sim, metro_error *err)
     const unsigned char *q = p;
     cget(&q, end, &nctx, 4); cget(&q, end, &n, 4); cget(&q, end, &r, 4);
     /* the identity fixes the config; sizes a plugin derives must agree too */
-    if (nctx != 2 + sim->nobs || n != sim->st.particles || r != sim->st.replicas)
+    if (nctx != metro__nctx(sim) || n != sim->st.particles || r != sim->st.replicas)
         return metro__fail(err, METRO_EUSAGE,
                            "%s: written for %d particles x %d replicas with %d observables; the config now asks %d x %d with %d",
-                           used, n, r, nctx - 2, sim->st.particles, sim->st.replicas, sim->nobs);
+                           used, n, r, nctx - sim->nterms - 1, sim->st.particles, sim->st.replicas, sim->nobs);
     sim->ck_rest = p;
     return METRO_OK;
 }
@@ -333,16 +344,17 @@ int metro__resume_plugins(metro_sim *sim, metro_error *err)
     if (cget(&p, end, st->beta, sizeof *st->beta * r) || cget(&p, end, st->slot_replica, sizeof *st->slot_replica * r) ||
         cget(&p, end, st->accepted, sizeof *st->accepted * r) || cget(&p, end, st->attempted, sizeof *st->attempted * r))
         return metro__fail(err, METRO_ERUN, "%s/checkpoint.bin: truncated", sim->dir);
-    for (int i = 0; i < 2 + sim->nobs; ++i) {
+    for (int i = 0; i < metro__nctx(sim); ++i) {
         metro_ctx *c = metro__ctx_at(sim, i);
+        int kind = metro__ctx_kind(sim, i);
         uint64_t off, size;
         if (cget(&p, end, &off, 8) || cget(&p, end, &size, 8) || (uint64_t)(end - p) < size)
             return metro__fail(err, METRO_ERUN, "%s/checkpoint.bin: truncated", sim->dir);
         metro__rng_free(&c->rng);
         c->rng.offset = off;
         int bad = 0;
-        if (i == 1) bad = ((const metro_sampler_api *)c->plugin->d->api)->restore(c->self, p, size);
-        if (i >= 2) bad = ((const metro_observable_api *)c->plugin->d->api)->restore(c->self, p, size);
+        if (kind == METRO_KIND_SAMPLER) bad = ((const metro_sampler_api *)c->plugin->d->api)->restore(c->self, p, size);
+        if (kind == METRO_KIND_OBSERVABLE) bad = ((const metro_observable_api *)c->plugin->d->api)->restore(c->self, p, size);
         if (bad) return metro__plugin_failed(c, err, METRO_ERUN, "could not restore its state");
         p += size;
     }

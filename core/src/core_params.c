@@ -26,7 +26,18 @@ const metro_param_decl metro__run_params[] = {
     METRO_PARAM_END};
 
 const metro_param_decl metro__system_params[] = {
-    {"particles", METRO_PARAM_INT, NULL, 1, 2147483647.0, NULL, "", "particles per replica"},
+    {"particles", METRO_PARAM_INT, "0", 0, 2147483647.0, NULL, "",
+     "particles per replica (0: the sum of counts)"},
+    {"species", METRO_PARAM_STRING, "", 0, 0, NULL, "",
+     "names of the particles' species, e.g. monomer, counterion (empty: one kind, or the lone potential's own)"},
+    {"charges", METRO_PARAM_REAL_LIST, "", -1000, 1000, NULL, "e", "valence of each species"},
+    {"diameters", METRO_PARAM_REAL_LIST, "", 0, 1e9, NULL, "length",
+     "hard-core diameter of each species (one value: all)"},
+    {"counts", METRO_PARAM_REAL_LIST, "", 0, 2147483647.0, NULL, "", "particles of each species"},
+    {"chains", METRO_PARAM_STRING, "", 0, 0, NULL, "",
+     "linear chains, first in index order: lengths, each LENGTH or COUNTxLENGTH (e.g. 64 or 4x32, 16)"},
+    {"chain_species", METRO_PARAM_STRING, "", 0, 0, NULL, "",
+     "species along every chain, the list repeated (e.g. monomer, or cm, m, m for one charged in three)"},
     {"initial", METRO_PARAM_STRING, "", 0, 0, NULL, "",
      "start every replica from this configuration (.gsd, or extended .xyz); empty: the potential places the particles"},
     {"initial_frame", METRO_PARAM_INT, "-1", -9.2e18, 9.2e18, NULL, "",

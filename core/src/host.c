@@ -215,6 +215,37 @@ static int h_share_replicas(metro_ctx *ctx, void *array, int replicas, size_t by
     return 0;
 }
 
+/* Facts a term publishes (plugin.h); a second term may publish the same
+ * value again, a different one is a contradiction. */
+static int h_fact_set(metro_ctx *ctx, const char *name, double value)
+{
+    metro_sim *sim = ctx->sim;
+    if (strlen(name) >= sizeof sim->facts[0].name) return h_fail(ctx, "fact name '%s' is too long", name);
+    for (int i = 0; i < sim->nfacts; ++i) {
+        if (strcmp(sim->facts[i].name, name)) continue;
+        if (sim->facts[i].value == value) return 0;
+        return h_fail(ctx, "%s = %g here, but [%s] gives %s = %g: the terms contradict each other", name, value,
+                      sim->facts[i].section, name, sim->facts[i].value);
+    }
+    sim->facts = metro__xrealloc(sim->facts, sizeof *sim->facts * (size_t)(sim->nfacts + 1));
+    struct metro__fact *f = &sim->facts[sim->nfacts++];
+    snprintf(f->name, sizeof f->name, "%s", name);
+    f->value = value;
+    f->section = ctx->section;
+    return 0;
+}
+
+static int h_fact(metro_ctx *ctx, const char *name, double *value)
+{
+    const metro_sim *sim = ctx->sim;
+    for (int i = 0; i < sim->nfacts; ++i)
+        if (!strcmp(sim->facts[i].name, name)) {
+            *value = sim->facts[i].value;
+            return 1;
+        }
+    return 0;
+}
+
 const metro_host_api metro__host_api = {
     METRO_ABI_VERSION,
     h_fail,
@@ -236,4 +267,6 @@ const metro_host_api metro__host_api = {
     h_frame_truncate,
     h_replicas_here,
     h_share_replicas,
+    h_fact_set,
+    h_fact,
 };

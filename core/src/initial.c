@@ -47,7 +47,7 @@ static double dist(const metro_float4 *a, const metro_float4 *b)
 /* The potential's energy of a few particles alone. */
 static double alone(metro_sim *sim, const metro_float4 *p, int n)
 {
-    return sim->pot_api->total(sim->pot.self, p, n);
+    return sim->pot_api->total(sim->pot_self, p, n);
 }
 
 static int check_overlaps(metro_sim *sim, const metro_float4 *pos, int n, const where *w, metro_error *err)
@@ -106,8 +106,8 @@ static int check_overlaps(metro_sim *sim, const metro_float4 *pos, int n, const 
                          * decides */
                         if (!(r < contact * (1 + 1e-6))) continue;
                         metro_float4 pair[2] = {pos[i], pos[j]};
-                        if (!s->chain && isfinite(alone(sim, pair, 2))) continue;
-                        if (s->chain && !(r < contact)) continue;
+                        if (!s->topology.chains && isfinite(alone(sim, pair, 2))) continue;
+                        if (s->topology.chains && !(r < contact)) continue;
                         rc = metro__fail(err, METRO_EUSAGE,
                                          "%s: particles %d (%s) and %d (%s) overlap: their centres are %.6g apart, "
                                          "their hard cores need at least %.6g",
@@ -203,7 +203,7 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
         for (int i = 0; i < n; ++i) {
             if (f.charge && f.charge[i] != 0) {
                 rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d has charge %g, but the potential (%s) has no charges",
-                                 w.prefix, i, f.charge[i], sim->pot.plugin->d->name);
+                                 w.prefix, i, f.charge[i], sim->pot_name);
                 goto done;
             }
             pos[i] = metro_f4(f.xyz[3 * i], f.xyz[3 * i + 1], f.xyz[3 * i + 2], 0.0f);
@@ -214,20 +214,22 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
         if (isfinite(alone(sim, &pos[i], 1))) continue;
         int k = s->species > 0 ? (int)pos[i].w : 0;
         double r = sqrt((double)pos[i].x * pos[i].x + (double)pos[i].y * pos[i].y + (double)pos[i].z * pos[i].z);
-        if (s->cell_radius > 0)
+        double R = 0;
+        if (metro__host_api.fact(&sim->terms[0], "cell_radius", &R) && R > 0)
             rc = metro__fail(err, METRO_EUSAGE,
                              "%s: particle %d (species %s) at (%g, %g, %g) lies outside the cell: |r| = %.9g, but a centre must "
                              "lie within R - d/2 = %.9g",
                              w.prefix, i, s->species > 0 ? s->species_table[k].name : "-", (double)pos[i].x, (double)pos[i].y,
-                             (double)pos[i].z, r, s->cell_radius - (s->species > 0 ? s->species_table[k].diameter / 2 : 0));
+                             (double)pos[i].z, r, R - (s->species > 0 ? s->species_table[k].diameter / 2 : 0));
         else
             rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d at (%g, %g, %g) has infinite energy on its own", w.prefix, i,
                              (double)pos[i].x, (double)pos[i].y, (double)pos[i].z);
         goto done;
     }
-    /* bonds */
-    for (int i = 0; s->chain && i + 1 < n; ++i)
-        if (!isfinite(alone(sim, &pos[i], 2))) {
+    /* bonds: a pair alone is the system's particles 0 and 1, bonded
+     * whenever there are chains (they come first in index order) */
+    for (int i = 0; s->topology.chains && i + 1 < n; ++i)
+        if (s->topology.bond_next[i] && !isfinite(alone(sim, &pos[i], 2))) {
             rc = metro__fail(err, METRO_EUSAGE,
                              "%s: the bond between particles %d and %d is overstretched (length %.6g): the potential gives it "
                              "infinite energy",
@@ -238,7 +240,7 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
     /* anything else the potential refuses, where a direct sum is cheap */
     if (n <= INITIAL_DIRECT_MAX && !isfinite(alone(sim, pos, n))) {
         int bad = 0;
-        while (bad < n && isfinite(sim->pot_api->delta(sim->pot.self, pos, n, bad, pos[bad]))) ++bad;
+        while (bad < n && isfinite(sim->pot_api->delta(sim->pot_self, pos, n, bad, pos[bad]))) ++bad;
         if (bad < n)
             rc = metro__fail(err, METRO_EUSAGE, "%s: the potential gives this configuration infinite energy, first at particle %d",
                              w.prefix, bad);

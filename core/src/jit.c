@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <nvJitLink.h>
+#include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,40 @@ static int link_log(nvJitLinkHandle h, metro_error *err, const char *what)
     return METRO_ERUN;
 }
 
+/* CUDA source to LTO-IR for arch's virtual architecture (heap). */
+static int compile_source(const metro__ir *ir, const char *arch, char **ltoir, size_t *n, metro_error *err)
+{
+    char opt_arch[64];
+    snprintf(opt_arch, sizeof opt_arch, "-arch=compute_%s", arch + 3); /* sm_90 -> compute_90 */
+    const char *opts[] = {opt_arch, "-dlto", "-rdc=true", "-std=c++17", "-ftz=true"};
+    char *src = metro__xmalloc(ir->size + 1);
+    memcpy(src, ir->data, ir->size);
+    src[ir->size] = 0;
+    nvrtcProgram p;
+    nvrtcResult r = nvrtcCreateProgram(&p, src, "metro_composed.cu", 0, NULL, NULL);
+    free(src);
+    if (r != NVRTC_SUCCESS)
+        return metro__fail(err, METRO_ERUN, "NVRTC cannot start for %s: %s", ir->name, nvrtcGetErrorString(r));
+    r = nvrtcCompileProgram(p, (int)(sizeof opts / sizeof *opts), opts);
+    if (r != NVRTC_SUCCESS) {
+        size_t ln = 0;
+        nvrtcGetProgramLogSize(p, &ln);
+        char *log = metro__xmalloc(ln + 1);
+        log[0] = 0;
+        if (ln) nvrtcGetProgramLog(p, log);
+        metro__fail(err, METRO_ERUN, "NVRTC could not compile %s for %s: %s\n%s", ir->name, arch,
+                    nvrtcGetErrorString(r), log);
+        free(log);
+        nvrtcDestroyProgram(&p);
+        return METRO_ERUN;
+    }
+    nvrtcGetLTOIRSize(p, n);
+    *ltoir = metro__xmalloc(*n);
+    nvrtcGetLTOIR(p, *ltoir);
+    nvrtcDestroyProgram(&p);
+    return METRO_OK;
+}
+
 int metro__jit_link(const metro__ir *irs, int n, const char *arch, void **cubin, size_t *size,
                     metro_error *err)
 {
@@ -47,8 +82,13 @@ int metro__jit_link(const metro__ir *irs, int n, const char *arch, void **cubin,
     int rc = METRO_OK;
     for (int i = 0; i < n && !rc; ++i) {
         if (!irs[i].data || !irs[i].size) continue;
-        if (nvJitLinkAddData(h, NVJITLINK_INPUT_FATBIN, irs[i].data, irs[i].size, irs[i].name) !=
-            NVJITLINK_SUCCESS) {
+        char *lto = NULL;
+        size_t nlto = 0;
+        if (irs[i].source && (rc = compile_source(&irs[i], arch, &lto, &nlto, err))) break;
+        nvJitLinkResult a = lto ? nvJitLinkAddData(h, NVJITLINK_INPUT_LTOIR, lto, nlto, irs[i].name)
+                                : nvJitLinkAddData(h, NVJITLINK_INPUT_FATBIN, irs[i].data, irs[i].size, irs[i].name);
+        free(lto);
+        if (a != NVJITLINK_SUCCESS) {
             char what[256];
             snprintf(what, sizeof what, "refused the device code of '%s'", irs[i].name);
             rc = link_log(h, err, what);
@@ -103,6 +143,9 @@ int metro__jit_cached(const metro__ir *irs, int n, const char *arch, void **cubi
     int major = 0, minor = 0;
     nvJitLinkVersion((unsigned *)&major, (unsigned *)&minor);
     uint64_t key = metro__fnv(METRO__FNV_INIT, arch, strlen(arch));
+    key = metro__fnv(key, &major, sizeof major);
+    key = metro__fnv(key, &minor, sizeof minor);
+    nvrtcVersion(&major, &minor); /* generated sources are keyed by their text and the compiler */
     key = metro__fnv(key, &major, sizeof major);
     key = metro__fnv(key, &minor, sizeof minor);
     for (int i = 0; i < NFLAGS; ++i) key = metro__fnv(key, link_flags[i], strlen(link_flags[i]) + 1);

@@ -13,8 +13,10 @@
 
 typedef struct metro__ir {
     const char *name;            /* for messages: the plugin's name */
-    const unsigned char *data;   /* fatbin holding LTO-IR */
+    const unsigned char *data;   /* fatbin holding LTO-IR; or CUDA source */
     size_t size;
+    int source;                  /* 1: data is CUDA source, compiled by NVRTC
+                                    to LTO-IR only when the cache misses */
 } metro__ir;
 
 /* Link irs[0..n-1] for `arch` ("sm_90").  No GPU is needed.  On success

@@ -2,8 +2,8 @@
  * sampler and potential at start-up. */
 #include "metro/device.h"
 
-/* The potential's parameter block (metro/device.h). */
-__constant__ __align__(16) unsigned char metro_potential_params[METRO_PARAMS_MAX];
+/* The terms' parameter blocks (metro/device.h). */
+__constant__ __align__(16) unsigned char metro_potential_params[METRO_PARAMS_MAX * METRO_MAX_TERMS];
 
 /* Total energy of each replica: grid (blocks, replicas); every thread takes
  * particles i in a grid-stride loop and sums its external term and its

@@ -120,11 +120,12 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
     else if (!d)
         rc = metro__fail(err, METRO_EUSAGE, "%s: %s() returned no descriptor", path,
                          METRO_PLUGIN_ENTRY);
-    else if (d->abi_version < 1 || d->abi_version > METRO_ABI_VERSION)
-        /* older plugins load: the tables only grow, and members added
-         * later are read after a check of the table's version */
+    else if (d->abi_version != METRO_ABI_VERSION)
+        /* version 3 changed metro_setup's layout and the device names of
+         * potentials, so an older plugin cannot run (plugin.h) */
         rc = metro__fail(err, METRO_EUSAGE,
-                         "%s: built for plugin ABI version %u, this metro speaks versions 1 to %u (rebuild the plugin)",
+                         "%s: built for plugin ABI version %u, this metro speaks version %u (rebuild the plugin against "
+                         "this metro's headers)",
                          path, d->abi_version, METRO_ABI_VERSION);
     else if (d->kind != METRO_KIND_POTENTIAL && d->kind != METRO_KIND_SAMPLER &&
              d->kind != METRO_KIND_OBSERVABLE)
@@ -137,8 +138,8 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
     else if (strlen(d->name) != stem || strncmp(d->name, base, stem))
         rc = metro__fail(err, METRO_EUSAGE, "%s: calls itself '%s'; a plugin's name must match its file (%.*s.so)",
                          path, d->name, (int)stem, base);
-    else if (((const uint32_t *)d->api)[0] < 1 || ((const uint32_t *)d->api)[0] > METRO_ABI_VERSION)
-        rc = metro__fail(err, METRO_EUSAGE, "%s: function table version %u not understood (1..%u)", path,
+    else if (((const uint32_t *)d->api)[0] != METRO_ABI_VERSION)
+        rc = metro__fail(err, METRO_EUSAGE, "%s: function table version %u not understood (%u)", path,
                          ((const uint32_t *)d->api)[0], METRO_ABI_VERSION);
     else
         rc = check_api(d, path, err);

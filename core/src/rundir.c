@@ -169,11 +169,14 @@ void metro__write_resolved(metro_sim *sim, FILE *f)
     metro__params_write(f, sim->run);
     fprintf(f, "\n[system]\n");
     metro__params_write(f, sim->system);
-    for (int i = 0; i < 2 + sim->nobs; ++i) {
+    for (int i = 0; i < metro__nctx(sim); ++i) {
         metro_ctx *c = metro__ctx_at(sim, i);
         fprintf(f, "\n[%s]\n; %s %s %s: %s\nplugin = %s\n", c->section, metro__kind_name(c->plugin->d->kind),
                 c->plugin->d->name, c->plugin->d->version, c->plugin->d->summary, c->plugin->d->name);
-        if (i >= 2) fprintf(f, "; measure every this many sweeps\nevery = %ld\n", c->every);
+        metro__entry *sp = metro__ctx_kind(sim, i) == METRO_KIND_POTENTIAL
+                               ? metro__config_find(sim->cfg, c->section, "species") : NULL;
+        if (sp) fprintf(f, "; the species this term acts on\nspecies = %s\n", sp->value);
+        if (metro__ctx_kind(sim, i) == METRO_KIND_OBSERVABLE) fprintf(f, "; measure every this many sweeps\nevery = %ld\n", c->every);
         metro__params_write(f, c->params);
     }
 }

@@ -25,6 +25,7 @@
 #include "util.h"
 
 static const char *const plugin_key[] = {"plugin", NULL};
+static const char *const term_keys[] = {"plugin", "species", NULL};
 static const char *const observable_keys[] = {"plugin", "every", NULL};
 
 /* ---- config -> plugins ----------------------------------------------------- */
@@ -73,7 +74,7 @@ static int bind_plugin(metro_sim *sim, metro_ctx *ctx, const char *section, metr
 
 static int valid_section(const char *s)
 {
-    return !strcmp(s, "run") || !strcmp(s, "system") || !strcmp(s, "potential") ||
+    return !strcmp(s, "run") || !strcmp(s, "system") || !strcmp(s, "potential") || (!strncmp(s, "potential ", 10) && s[10]) ||
            !strcmp(s, "sampler") || (!strncmp(s, "observable ", 11) && s[11]);
 }
 
@@ -89,12 +90,31 @@ static int read_config(metro_sim *sim, const metro_options *opt, metro_error *er
     for (int i = 0; i < sim->cfg->nsections; ++i)
         if (!valid_section(sim->cfg->sections[i]))
             rc = metro__fail(err, METRO_EUSAGE,
-                             "%s: [%s]: unknown section (allowed: [run], [system], [potential], [sampler], [observable NAME])",
+                             "%s: [%s]: unknown section (allowed: [run], [system], [potential] or [potential NAME] ..., [sampler], [observable NAME])",
                              metro__config_section_where(sim->cfg, sim->cfg->sections[i]), sim->cfg->sections[i]);
     rc |= metro__params_build(sim->cfg, "run", metro__run_params, NULL, &sim->run, err);
     rc |= metro__params_build(sim->cfg, "system", metro__system_params, NULL, &sim->system, err);
     if (sim->run) sim->setup.seed = (uint64_t)metro__param_int(sim->run, "seed");
-    rc |= bind_plugin(sim, &sim->pot, "potential", METRO_KIND_POTENTIAL, plugin_key, err);
+    /* the terms of the energy, in the config's order */
+    for (int i = 0; i < sim->cfg->nsections; ++i) {
+        const char *s = sim->cfg->sections[i];
+        if (strcmp(s, "potential") && (strncmp(s, "potential ", 10) || !s[10])) continue;
+        if (sim->nterms == METRO_MAX_TERMS) {
+            rc |= metro__fail(err, METRO_EUSAGE, "%s: [%s]: more than %d potential terms",
+                              metro__config_section_where(sim->cfg, s), s, METRO_MAX_TERMS);
+            break;
+        }
+        sim->terms = metro__xrealloc(sim->terms, sizeof *sim->terms * (size_t)(sim->nterms + 1));
+        metro_ctx *t = &sim->terms[sim->nterms++];
+        memset(t, 0, sizeof *t);
+        t->host_rng = 1; /* initial configurations are drawn on the host: same on both backends */
+        rc |= bind_plugin(sim, t, s, METRO_KIND_POTENTIAL, term_keys, err);
+    }
+    if (!sim->nterms) {
+        sim->terms = metro__xcalloc(1, sizeof *sim->terms);
+        sim->nterms = 1;
+        rc |= bind_plugin(sim, &sim->terms[0], "potential", METRO_KIND_POTENTIAL, plugin_key, err);
+    }
     rc |= bind_plugin(sim, &sim->smp, "sampler", METRO_KIND_SAMPLER, plugin_key, err);
     for (int i = 0; i < sim->cfg->nsections; ++i) {
         const char *s = sim->cfg->sections[i];
@@ -166,12 +186,12 @@ static int estimate_memory(metro_sim *sim, int created_obs, double *host, double
     double np = (double)sim->setup.particles * (double)sim->setup.replicas, nr = sim->setup.replicas;
     *host = 2 * np * sizeof(metro_float4) + nr * (8 + 8 + 4 + 8 + 8);
     *device = sim->setup.backend == METRO_BACKEND_CUDA ? np * sizeof(metro_float4) + 2 * nr * 8 : 0;
-    for (int i = 0; i < 2 + created_obs; ++i) {
+    for (int i = 0; i < sim->nterms + 1 + created_obs; ++i) {
         metro_ctx *c = metro__ctx_at(sim, i);
         const void *const *fn = memory_fn(c);
         if (!fn || !*fn || !c->self) continue;
         size_t h = 0, d = 0;
-        sim->setup.every = i >= 2 ? c->every : 0;
+        sim->setup.every = metro__ctx_kind(sim, i) == METRO_KIND_OBSERVABLE ? c->every : 0;
         int (*mem)(void *, const metro_setup *, size_t *, size_t *) = (int (*)(void *, const metro_setup *, size_t *, size_t *))*fn;
         if (mem(c->self, &sim->setup, &h, &d)) return metro__plugin_failed(c, err, METRO_EUSAGE, "cannot size itself");
         *host += (double)h;
@@ -273,19 +293,20 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     if ((rc = metro__rundir_check(sim, opt, err))) goto fail;
     rc = metro__choose_backend(sim, opt->device ? opt->device : metro__param_string(sim->run, "device"), err);
     if (rc) goto fail;
-    sim->pot_api = sim->pot.plugin->d->api;
     sim->smp_api = sim->smp.plugin->d->api;
-    sim->setup.particles = (int)metro__param_int(sim->system, "particles");
     sim->setup.replicas = 1;
     sim->setup.sweeps = sim->sweeps;
     sim->setup.equilibration = sim->equilibration;
-    sim->pot.host_rng = 1; /* initial configurations are drawn on the host: same on both backends */
-    if ((rc = create_plugin(sim, &sim->pot, err)) || (rc = create_plugin(sim, &sim->smp, err))) goto fail;
+    if ((rc = metro__system_read(sim, err)) || (rc = metro__compose_check_table(sim, err))) goto fail;
+    for (int k = 0; k < sim->nterms; ++k)
+        if ((rc = create_plugin(sim, &sim->terms[k], err))) goto fail;
+    if ((rc = metro__terms_finish(sim, err)) || (rc = create_plugin(sim, &sim->smp, err))) goto fail;
     metro_state *st = &sim->st;
     st->backend = sim->setup.backend;
     st->particles = sim->setup.particles;
     st->replicas = sim->setup.replicas;
-    st->chain = sim->setup.chain;
+    st->chain = sim->setup.topology.chains > 0;
+    st->topology = &sim->setup.topology;
     if (opt->resume) {
         char buf[1024];
         sim->dir = metro__strdup(metro__rundir_path(sim, opt, buf, sizeof buf));
@@ -321,10 +342,12 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
         if ((rc = metro__initial_load(sim, err))) goto fail;
         placed = 1;
     }
+    if (!placed && (rc = metro__assign_species(sim, err))) goto fail;
     for (int r = 0; r < st->replicas; ++r) {
         st->slot_replica[r] = r;
-        if (!placed && sim->pot_api->initial(sim->pot.self, &sim->pot, st->pos + (size_t)r * st->particles, st->particles)) {
-            rc = metro__plugin_failed(&sim->pot, err, METRO_EUSAGE, "could not place the particles");
+        metro_ctx *pc = metro__placing_ctx(sim);
+        if (!placed && sim->pot_api->initial(sim->pot_self, pc, st->pos + (size_t)r * st->particles, st->particles)) {
+            rc = metro__plugin_failed(pc, err, METRO_EUSAGE, "could not place the particles");
             goto fail;
         }
     }
@@ -346,7 +369,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     for (int r = 0; r < st->replicas; ++r)
         if (!isfinite(st->energy[r])) {
             rc = metro__fail(err, METRO_ERUN, "[potential] %s: the initial configuration of replica %d has energy %g",
-                             sim->pot.plugin->d->name, r, st->energy[r]);
+                             sim->pot_name, r, st->energy[r]);
             goto fail;
         }
     metro__log(sim, METRO_LOG_DEBUG, "initial energies in %.2f s", metro__now() - t0);
@@ -354,7 +377,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
         (rc = metro__upload(sim, st->d_energy, st->energy, (size_t)st->replicas * sizeof(double), err, "energies")))
         goto fail;
     if (sim->ck && (rc = metro__resume_state(sim, err))) goto fail;
-    if (sim->smp_api->start(sim->smp.self, st, sim->pot_api, sim->pot.self)) {
+    if (sim->smp_api->start(sim->smp.self, st, sim->pot_api, sim->pot_self)) {
         rc = metro__plugin_failed(&sim->smp, err, METRO_ERUN, "could not start");
         goto fail;
     }
@@ -372,7 +395,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     if (st->backend == METRO_BACKEND_CUDA)
         metro__log(sim, METRO_LOG_INFO, "device code linked for this GPU in %.2f s%s", sim->link_seconds,
                    sim->cubin_cached ? " (from the cache)" : "");
-    metro__log(sim, METRO_LOG_INFO, "%s + %s, %d particles x %d replicas, seed %llu%s%s", sim->pot.plugin->d->name,
+    metro__log(sim, METRO_LOG_INFO, "%s + %s, %d particles x %d replicas, seed %llu%s%s", sim->pot_name,
                sim->smp.plugin->d->name, st->particles, st->replicas, (unsigned long long)sim->setup.seed,
                sim->dir ? ", run directory " : "", sim->dir ? sim->dir : "");
     *out = sim;
@@ -450,7 +473,12 @@ void metro_sim_destroy(metro_sim *sim)
     for (int i = 0; i < sim->nobs; ++i) free_ctx(&sim->obs[i], METRO_KIND_OBSERVABLE);
     free(sim->obs);
     free_ctx(&sim->smp, METRO_KIND_SAMPLER);
-    free_ctx(&sim->pot, METRO_KIND_POTENTIAL);
+    if (sim->comp) sim->pot_api->destroy(sim->pot_self);
+    sim->comp = NULL;
+    for (int k = 0; k < sim->nterms; ++k) free_ctx(&sim->terms[k], METRO_KIND_POTENTIAL);
+    free(sim->terms);
+    metro__compose_free(sim);
+    free(sim->facts);
     if (sim->st.d_pos) cudaFree(sim->st.d_pos);
     if (sim->st.d_energy) cudaFree(sim->st.d_energy);
     if (sim->d_total) cudaFree(sim->d_total);

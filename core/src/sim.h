@@ -19,6 +19,9 @@
  *   core_params.c the declared parameters of [run] and [system]
  *   frames.c      trajectory files (GSD, extended XYZ); initial.c reads
  *                 a configuration from one
+ *   compose.c     the system the core owns (species, chains) and an
+ *                 energy of several potential terms: the CPU sum, the
+ *                 placement, the generated device source
  */
 #ifndef METRO__SIM_H
 #define METRO__SIM_H
@@ -41,6 +44,7 @@ struct metro_ctx {
     long every;                   /* observables: measure every K sweeps */
     char err[2048];               /* last host->fail() message */
     int host_rng;                 /* draw on the host even on CUDA (potentials) */
+    unsigned mask;                /* potential terms: the species it acts on (bits) */
     metro__rng rng;
     unsigned char *save_buf;
     size_t save_n, save_cap;
@@ -54,10 +58,22 @@ struct metro_sim {
     metro_params *run, *system;
     metro_setup setup;
     metro_state st;
-    struct metro_ctx pot, smp;
+    struct metro_ctx *terms;      /* potential terms: [potential] or [potential NAME] ... */
+    int nterms;
+    struct metro_ctx smp;
     struct metro_ctx *obs;
     int nobs;
+    /* what samplers see: the lone term, or the core's composite of them */
     const metro_potential_api *pot_api;
+    void *pot_self;
+    char pot_name[256];           /* "lj_fene", "lj_fene + coulomb_hs" */
+    struct metro__composite *comp; /* NULL for a lone term */
+    int bond_term;                /* the term that owns the bonds, -1 */
+    int *chain_first, *chain_length; /* the topology's arrays */
+    unsigned char *bond_next;
+    int chain_pattern[64], chain_pattern_n; /* [system] chain_species */
+    struct metro__fact *facts;    /* host->fact_set */
+    int nfacts;
     const metro_sampler_api *smp_api;
 
     long sweeps, equilibration, check_every;
@@ -154,7 +170,42 @@ int metro__resume_positions(metro_sim *sim, metro_error *err);
 int metro__resume_state(metro_sim *sim, metro_error *err);
 /* The rest: every plugin's saved state (after the sampler started). */
 int metro__resume_plugins(metro_sim *sim, metro_error *err);
-metro_ctx *metro__ctx_at(metro_sim *sim, int i);   /* 0 potential, 1 sampler, 2.. observables */
+/* The plugin instances in one order: the potential terms, the sampler, the
+ * observables (checkpoints keep their states in it). */
+metro_ctx *metro__ctx_at(metro_sim *sim, int i);
+int metro__nctx(const metro_sim *sim);
+int metro__ctx_kind(const metro_sim *sim, int i);   /* METRO_KIND_* of instance i */
+
+/* ---- compose.c ---- */
+typedef struct metro__composite metro__composite;
+struct metro__fact {
+    char name[32];
+    double value;
+    const char *section;
+};
+/* [system]'s species and chains, the bond term, each term's species: before
+ * the terms' create(). */
+int metro__system_read(metro_sim *sim, metro_error *err);
+/* After create(): the cross-checks, and sim->pot_api / pot_self. */
+int metro__terms_finish(metro_sim *sim, metro_error *err);
+int metro__compose_check_table(metro_sim *sim, metro_error *err);
+/* The species of every particle into st->pos[].w (every replica). */
+int metro__assign_species(metro_sim *sim, metro_error *err);
+/* The instance whose random stream places a composed system. */
+metro_ctx *metro__placing_ctx(metro_sim *sim);
+/* The run-wide device functions (metro/device.h) as CUDA source (heap):
+ * for this run, or for a description (tests link lone plugins with it). */
+char *metro__compose_source(metro_sim *sim);
+typedef struct metro__compose_desc {
+    int n;                          /* terms */
+    const char *name[METRO_MAX_TERMS]; /* their plugins */
+    unsigned mask[METRO_MAX_TERMS]; /* species each acts on */
+    unsigned all;                   /* every species */
+    int bond;                       /* the term owning the bonds, -1 */
+    const metro_topology *topology; /* NULL: no bonds */
+} metro__compose_desc;
+char *metro__compose_text(const metro__compose_desc *d);
+void metro__compose_free(metro_sim *sim);
 
 /* ---- run.c ---- */
 int metro__sync(metro_sim *sim, metro_error *err);

@@ -164,11 +164,13 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     c->ctx = ctx;
     c->particles = setup->particles;
     metro_pc_system *s = &c->sys;
-    if (!(setup->cell_radius > 0))
-        return give_up(c, "needs a potential with a spherical cell (cell_radius > 0), such as coulomb_hs");
-    c->cell_radius = setup->cell_radius;
-    s->r_cell = setup->cell_radius;
-    s->bjerrum = setup->bjerrum;
+    double R = 0, lb = 0;
+    if (!host->fact(ctx, "cell_radius", &R) || !(R > 0))
+        return give_up(c, "needs a potential term with a spherical cell (it publishes cell_radius), such as coulomb_hs");
+    if (!host->fact(ctx, "bjerrum", &lb)) lb = 0; /* no Coulomb term: g(r) only */
+    c->cell_radius = R;
+    s->r_cell = R;
+    s->bjerrum = lb;
     if (setup->species > 0) {
         s->species = setup->species;
         for (int a = 0; a < s->species; a++) {

@@ -258,10 +258,23 @@ static int h_save(metro_ctx *c, const void *d, size_t n)
     c->nsaved += n;
     return 0;
 }
+/* The facts the potential would publish: its cell and its Bjerrum length
+ * (0: none published). */
+static double fact_cell_radius, fact_bjerrum;
+
+static int h_fact(metro_ctx *c, const char *name, double *v)
+{
+    (void)c;
+    double x = !strcmp(name, "cell_radius") ? fact_cell_radius : !strcmp(name, "bjerrum") ? fact_bjerrum : 0;
+    if (x == 0) return 0;
+    *v = x;
+    return 1;
+}
+
 static const metro_host_api host = {.version = METRO_ABI_VERSION, .fail = h_fail, .log = h_log,
                                     .param_int = p_int, .param_real = p_real, .param_bool = p_bool,
                                     .param_string = p_string, .open_output = h_open,
-                                    .run_dir = h_dir, .save_bytes = h_save};
+                                    .run_dir = h_dir, .save_bytes = h_save, .fact = h_fact};
 
 static metro_setup ideal_setup(void)
 {
@@ -273,7 +286,8 @@ static metro_setup ideal_setup(void)
     s.species = 2;
     s.species_table[0] = (metro_species){"a", 0.0, 0.0, N0};
     s.species_table[1] = (metro_species){"b", 0.0, 0.0, N - N0};
-    s.cell_radius = RCELL;
+    fact_cell_radius = RCELL;
+    fact_bjerrum = 0;
     return s;
 }
 
@@ -446,9 +460,10 @@ START_TEST(bad_configs)
     refused(&p4, &s, "CUDA");
     /* no cell */
     metro_setup open = s;
-    open.cell_radius = 0;
+    fact_cell_radius = 0;
     metro_params p5 = {{{"wall_margin", "3"}}, 1};
     refused(&p5, &open, "cell");
+    fact_cell_radius = RCELL;
     /* hard cores: r_max at most margin - d/2 */
     metro_setup hs = s;
     hs.species_table[0].diameter = 1.0;
@@ -459,8 +474,8 @@ START_TEST(bad_configs)
     metro_setup q = s;
     q.species_table[0].charge = 1.0;
     q.species_table[1].charge = -1.5;
-    q.bjerrum = 7.0;
-    q.cell_radius = 50.0;
+    fact_bjerrum = 7.0;
+    fact_cell_radius = 50.0;
     const double vol = 4.0 / 3.0 * M_PI * pow(50.0, 3);
     const double margin = 10.0 / sqrt(4 * M_PI * 7.0 * (N0 * 1.0 + (N - N0) * 2.25) / vol);
     ck_assert(margin > 44.0 && margin < 45.0);

@@ -70,6 +70,7 @@ typedef struct trajectory {
     int particles, species;
     metro_species table[METRO_MAX_SPECIES];
     double cell_radius;
+    const metro_topology *topology; /* the core's: bonds for GSD bonds/ */
     /* the writer thread; busy, quit, failed and the marks are shared with
      * it under mu (the marks only while busy) */
     pthread_t thread;
@@ -168,7 +169,8 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     t->particles = setup->particles;
     t->species = setup->species;
     memcpy(t->table, setup->species_table, sizeof t->table);
-    t->cell_radius = setup->cell_radius;
+    if (!host->fact(ctx, "cell_radius", &t->cell_radius)) t->cell_radius = 0; /* open space */
+    t->topology = &setup->topology;
     const char *fmt = host->param_string(p, "format");
     const char *ext = !strcmp(fmt, "xyz") ? ".xyz" : ".gsd";
     const char *file = host->param_string(p, "file");
@@ -234,6 +236,7 @@ static int write_batch(trajectory *t)
             .species = t->species,
             .species_table = t->table,
             .cell_radius = t->cell_radius,
+            .topology = t->topology,
             .sweep = t->b.sweep,
             .replica = t->b.replica[k],
             .slot = t->b.slot[k],

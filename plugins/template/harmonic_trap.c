@@ -24,7 +24,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     trap *t = calloc(1, sizeof *t);
     if (!t) return host->fail(ctx, "out of memory");
     t->p.k = (float)host->param_real(pp, "k");
-    setup->chain = 0;
+    (void)setup;
     *self = t;
     return 0;
 }
@@ -43,7 +43,7 @@ static const void *device_params(void *self, size_t *size)
 static int initial(void *self, metro_ctx *ctx, metro_float4 *pos, int n)
 {
     (void)self; (void)ctx;
-    for (int i = 0; i < n; ++i) pos[i] = metro_f4(0.1f * (float)(i % 7), 0.1f * (float)(i % 5), 0.1f * (float)(i % 3), 0.0f);
+    for (int i = 0; i < n; ++i) pos[i] = metro_f4(0.1f * (float)(i % 7), 0.1f * (float)(i % 5), 0.1f * (float)(i % 3), pos[i].w);
     return 0;
 }
 
@@ -61,7 +61,30 @@ static double total(void *self, const metro_float4 *pos, int n)
     return e;
 }
 
-static const metro_potential_api api = {1, create, destroy, device_params, initial, delta, total};
+/* Per-pair forms, for systems composed of several terms: the same floats as
+ * the device functions of harmonic_trap.cu. */
+static float pair(void *self, metro_float4 a, metro_float4 b)
+{
+    (void)self; (void)a; (void)b;
+    return 0.0f;
+}
+
+static float external(void *self, metro_float4 a)
+{
+    return harmonic_trap_external(&((trap *)self)->p, a);
+}
+
+static const metro_potential_api api = {
+    .version = METRO_ABI_VERSION,
+    .create = create,
+    .destroy = destroy,
+    .device_params = device_params,
+    .initial = initial,
+    .delta = delta,
+    .total = total,
+    .pair = pair,
+    .external = external,
+};
 
 METRO_PLUGIN(potential, "harmonic_trap", "1.0.0", "ideal particles in a harmonic trap (plugin template)",
              params, api)

@@ -2,7 +2,10 @@
  * spherical hard-wall cell, every pair interacting through the bare Coulomb
  * energy with no cutoff (PHYSICS.md §2; the math is coulomb_hs.h).
  *
- * Species (up to METRO_MAX_SPECIES) are given as lists, one entry each:
+ * Species: when [system] declares the system's species (species, charges,
+ * diameters, counts), the term reads them there, and giving them here too
+ * is refused.  Otherwise (a lone coulomb_hs, as in seed 002) they are given
+ * here as lists, up to METRO_MAX_SPECIES, one entry each:
  *   valences = 3, -1          z_s, units of e (required)
  *   diameters = 7.5           d_s in Å; one value applies to every species
  *   counts = 262144, 786432   particles of each species, summing to
@@ -29,10 +32,14 @@
  * constants.  The paper quotes 7.117 Å for the same T and eps_r (0.05%
  * higher); configs reproducing it give bjerrum = 7.117.
  *
+ * Facts published: cell_radius, bjerrum (λ_B is the coupling at the run's
+ * unit temperature: at beta the Boltzmann factor is exp(-beta λ_B z z'/r),
+ * so a run at T = 2 sees λ_B / 2; docs/COMPOSITION.md).
+ *
  * initial() places the ions uniformly in their allowed balls with no
  * overlap, by random sequential addition on a cell grid (O(N): a million
- * ions in about a second), species interleaved along the index so every
- * prefix is nearly neutral; it fails with a message after max_attempts
+ * ions in about a second); the core has assigned the species along the
+ * index (interleaved so every prefix is nearly neutral); it fails with a message after max_attempts
  * rejected tries for one ion (the packing is too dense for random
  * placement).
  *
@@ -79,10 +86,10 @@ typedef struct coulomb_hs {
 } coulomb_hs;
 
 static const metro_param_decl params[] = {
-    {"valences", METRO_PARAM_REAL_LIST, NULL, -100, 100, NULL, "e",
-     "valence z of each species"},
-    {"diameters", METRO_PARAM_REAL_LIST, NULL, 0, 1e6, NULL, "Å",
-     "hard-core diameter of each species (one value: the same for all)"},
+    {"valences", METRO_PARAM_REAL_LIST, "", -100, 100, NULL, "e",
+     "valence z of each species (when [system] declares none)"},
+    {"diameters", METRO_PARAM_REAL_LIST, "", 0, 1e6, NULL, "Å",
+     "hard-core diameter of each species (one value: the same for all; when [system] declares none)"},
     {"counts", METRO_PARAM_REAL_LIST, "0", 0, 2e9, NULL, "",
      "particles of each species, summing to [system] particles (0: derived from electroneutrality)"},
     {"names", METRO_PARAM_STRING, "", 0, 0, NULL, "",
@@ -126,12 +133,16 @@ static void list_field(const char *list, int idx, char *out, size_t n)
     out[k] = '\0';
 }
 
+static int check_neutral(coulomb_hs *c, const metro_params *p);
+
 static int read_species(coulomb_hs *c, const metro_params *p, int particles)
 {
     const metro_host_api *h = c->host;
     int nz, nd, nc;
     const double *z = h->param_list(p, "valences", &nz);
     const double *d = h->param_list(p, "diameters", &nd);
+    if (!nz) return h->fail(c->ctx, "valences: give the valence of each species (or declare the species in [system])");
+    if (!nd) return h->fail(c->ctx, "diameters: give the diameter of each species, or one for all");
     const double *cnt = h->param_list(p, "counts", &nc);
     if (nz > METRO_MAX_SPECIES)
         return h->fail(c->ctx, "valences: %d species, at most %d", nz, METRO_MAX_SPECIES);
@@ -171,6 +182,14 @@ static int read_species(coulomb_hs *c, const metro_params *p, int particles)
         return h->fail(c->ctx, "counts: give one count per species (they can be derived only for one "
                                "neutral species or two of opposite sign)");
     }
+    return check_neutral(c, p);
+}
+
+/* Electroneutrality of the species table, or the warning that allows it. */
+static int check_neutral(coulomb_hs *c, const metro_params *p)
+{
+    const metro_host_api *h = c->host;
+    int nz = c->nspecies;
     double q = 0.0, qabs = 0.0;
     for (int s = 0; s < nz; ++s) {
         q += (double)c->count[s] * c->z[s];
@@ -184,7 +203,14 @@ static int read_species(coulomb_hs *c, const metro_params *p, int particles)
                "the system carries a net charge of %g e (allow_net_charge = true): nothing neutralises it, so the "
                "excess gathers at the cell wall", q);
     }
+    return 0;
+}
 
+/* The species table's names: the names key, else z+3, z-1, ... */
+static void name_species(coulomb_hs *c, const metro_params *p)
+{
+    const metro_host_api *h = c->host;
+    int nz = c->nspecies;
     const char *names = h->param_string(p, "names");
     for (int s = 0; s < nz; ++s) {
         char f[64];
@@ -197,7 +223,36 @@ static int read_species(coulomb_hs *c, const metro_params *p, int particles)
             if (!strcmp(c->name[t], c->name[s]))
                 snprintf(c->name[s], sizeof c->name[s], "s%d", s);
     }
-    return 0;
+}
+
+/* Species the core declared ([system] or the initial file): this term reads
+ * them, and giving them here as well is a contradiction. */
+static int core_species(coulomb_hs *c, const metro_params *p, const metro_setup *setup)
+{
+    const metro_host_api *h = c->host;
+    static const char *const own[] = {"valences", "diameters", "names"};
+    for (int k = 0; k < 3; ++k) {
+        int n = 0;
+        if (k < 2) h->param_list(p, own[k], &n);
+        else n = *h->param_string(p, own[k]) != 0;
+        if (n)
+            return h->fail(c->ctx, "%s: the species are declared for the whole system ([system] species, charges, "
+                                   "diameters, counts): give them there only (here they would be given twice)",
+                           own[k]);
+    }
+    int nc;
+    const double *cnt = h->param_list(p, "counts", &nc);
+    if (nc != 1 || cnt[0] != 0.0)
+        return h->fail(c->ctx, "counts: the species are declared for the whole system ([system] counts): give "
+                               "them there only (here they would be given twice)");
+    c->nspecies = setup->species;
+    for (int s = 0; s < c->nspecies; ++s) {
+        c->z[s] = setup->species_table[s].charge;
+        c->d[s] = setup->species_table[s].diameter;
+        c->count[s] = setup->species_table[s].count;
+        snprintf(c->name[s], sizeof c->name[s], "%s", setup->species_table[s].name);
+    }
+    return check_neutral(c, p);
 }
 
 static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *p, metro_setup *setup,
@@ -210,7 +265,8 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     c->particles = setup->particles;
     c->threads = (int)host->param_int(p, "threads");
     c->max_attempts = host->param_int(p, "max_attempts");
-    if (read_species(c, p, setup->particles)) goto fail;
+    if (setup->species ? core_species(c, p, setup) : read_species(c, p, setup->particles)) goto fail;
+    if (!setup->species) name_species(c, p);
 
     double R = host->param_real(p, "cell_radius");
     double conc = host->param_real(p, "concentration");
@@ -252,21 +308,23 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     c->dev.bjerrum = (float)lb;
     c->dev.cell_radius = (float)R;
 
-    setup->chain = 0;
-    setup->species = c->nspecies;
+    if (!setup->species) { /* a lone coulomb_hs declares the system's species */
+        setup->species = c->nspecies;
+        for (int s = 0; s < c->nspecies; ++s) {
+            metro_species *sp = &setup->species_table[s];
+            memset(sp, 0, sizeof *sp);
+            snprintf(sp->name, sizeof sp->name, "%s", c->name[s]);
+            sp->charge = c->z[s];
+            sp->diameter = c->d[s];
+            sp->count = c->count[s];
+        }
+    }
     double k2 = 0.0, phi = 0.0, vol = 4.0 / 3.0 * M_PI * R * R * R;
     for (int s = 0; s < c->nspecies; ++s) {
-        metro_species *sp = &setup->species_table[s];
-        memset(sp, 0, sizeof *sp);
-        snprintf(sp->name, sizeof sp->name, "%s", c->name[s]);
-        sp->charge = c->z[s];
-        sp->diameter = c->d[s];
-        sp->count = c->count[s];
         k2 += 4.0 * M_PI * lb * (double)c->count[s] / vol * c->z[s] * c->z[s];
         phi += (double)c->count[s] * M_PI / 6.0 * c->d[s] * c->d[s] * c->d[s] / vol;
     }
-    setup->cell_radius = R;
-    setup->bjerrum = lb;
+    if (host->fact_set(ctx, "cell_radius", R) || host->fact_set(ctx, "bjerrum", lb)) goto fail;
     host->log(ctx, METRO_LOG_INFO,
               "coulomb_hs: %d species, cell radius %.6g Å, Bjerrum length %.6g Å, bare Debye length %.6g Å, "
               "volume fraction %.3g",
@@ -320,21 +378,7 @@ static int initial(void *self, metro_ctx *ctx, metro_float4 *pos, int n)
     double dmax = 0.0;
     for (int s = 0; s < c->nspecies; ++s) dmax = fmax(dmax, c->d[s]);
 
-    /* Species along the index: at each step the species furthest behind its
-     * share, so every prefix holds each species within one of its share. */
-    long placed[METRO_MAX_SPECIES] = {0};
-    for (int i = 0; i < n; ++i) {
-        int best = -1;
-        double lag = -INFINITY;
-        for (int s = 0; s < c->nspecies; ++s) {
-            if (placed[s] >= c->count[s]) continue;
-            double l = (double)(i + 1) * (double)c->count[s] / (double)n - (double)placed[s];
-            if (l > lag) lag = l, best = s;
-        }
-        placed[best]++;
-        pos[i].w = (float)best;
-    }
-
+    /* pos[i].w holds each particle's species (the core assigned them) */
     /* Cell grid over the cube [-R, R]^3: cells at least dmax wide, so a
      * neighbour test covers the 27 cells around, and at most about 8N of
      * them, so the grid costs O(N) memory whatever the density. */
@@ -449,6 +493,16 @@ static double total(void *self, const metro_float4 *pos, int n)
     return s;
 }
 
+static float pair(void *self, metro_float4 a, metro_float4 b)
+{
+    return coulomb_hs_pair(&((coulomb_hs *)self)->dev, a, b);
+}
+
+static float external(void *self, metro_float4 a)
+{
+    return coulomb_hs_external(&((coulomb_hs *)self)->dev, a);
+}
+
 /* The placement grid: at most about 8N cells and a link per particle. */
 static int memory(void *self, const metro_setup *setup, size_t *host, size_t *device)
 {
@@ -467,6 +521,8 @@ static const metro_potential_api api = {
     .delta = delta,
     .total = total,
     .memory = memory,
+    .pair = pair,
+    .external = external,
 };
 
 METRO_PLUGIN(potential, "coulomb_hs", "1.0.0",

@@ -116,6 +116,45 @@ static int fake_share_replicas(metro_ctx *ctx, void *array, int replicas, size_t
     return 0;
 }
 
+/* Facts: the last value published under each name (one instance at a
+ * time in these tests, so no contradictions to catch). */
+static struct {
+    char name[32];
+    double v;
+} fake_facts[16];
+static int fake_nfacts;
+
+static int fake_fact_set(metro_ctx *ctx, const char *name, double v)
+{
+    (void)ctx;
+    int i = 0;
+    while (i < fake_nfacts && strcmp(fake_facts[i].name, name)) ++i;
+    if (i == 16) return -1;
+    if (i == fake_nfacts) ++fake_nfacts;
+    snprintf(fake_facts[i].name, sizeof fake_facts[i].name, "%s", name);
+    fake_facts[i].v = v;
+    return 0;
+}
+
+static int fake_fact(metro_ctx *ctx, const char *name, double *v)
+{
+    (void)ctx;
+    for (int i = 0; i < fake_nfacts; ++i)
+        if (!strcmp(fake_facts[i].name, name)) {
+            *v = fake_facts[i].v;
+            return 1;
+        }
+    return 0;
+}
+
+/* A published fact's value, NAN when there is none. */
+static inline double fake_fact_of(const char *name)
+{
+    double v = NAN;
+    fake_fact(NULL, name, &v);
+    return v;
+}
+
 static const metro_host_api fake_host = {
     .version = METRO_ABI_VERSION,
     .fail = fake_fail,
@@ -130,6 +169,8 @@ static const metro_host_api fake_host = {
     .save_bytes = fake_save_bytes,
     .replicas_here = fake_replicas_here,
     .share_replicas = fake_share_replicas,
+    .fact_set = fake_fact_set,
+    .fact = fake_fact,
 };
 
 /* Params for decls from "key=value" strings (at most FAKE_MAX_KV; the

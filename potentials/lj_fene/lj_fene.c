@@ -13,11 +13,14 @@
  * With the defaults: s = 0.623629, r_c = 1.559073, E_LJ(r_c) = -0.0163169,
  * shifted well -0.983683 at r = r0.
  *
- * The potential sets setup->chain = 1: particles i and i+1 are bonded.
- * Device ABI (lj_fene.cu): metro_pair_energy = E_LJ^mod, metro_bond_energy =
- * E_FENE (+ E_LJ^mod when lj_bonded), metro_external_energy = 0.
- * Starting configuration: a straight chain along x at spacing r0, centred
- * on the origin (every bond at the FENE and LJ minimum).
+ * The term owns the bonds (METRO_POTENTIAL_BONDS): the run's chains
+ * ([system] chains; one chain of all particles when a lone lj_fene runs a
+ * system that declares none).  It publishes bond_length = r0.
+ * Device functions (lj_fene.cu): pair = E_LJ^mod, bond = E_FENE (+ E_LJ^mod
+ * when lj_bonded), external = 0.
+ * Starting configuration (a lone term): each chain straight along x at
+ * spacing r0, centred on the origin (every bond at the FENE and LJ
+ * minimum), chain c at y = 2.5 c r0.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -30,6 +33,7 @@ typedef struct lj_fene {
     const metro_host_api *host;
     metro_lj_fene_params p;
     double r0;
+    const metro_topology *topo; /* the core's, lives as long as the run */
 } lj_fene;
 
 static const metro_param_decl params[] = {
@@ -71,7 +75,11 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     p->inv_R = (float)(1.0 / R);
     p->fene_pref = (float)(0.5 * K * R * R);
     p->lj_bonded = host->param_bool(pp, "lj_bonded") ? 1 : 0;
-    setup->chain = 1;
+    self->topo = &setup->topology;
+    if (host->fact_set(ctx, "bond_length", r0)) {
+        free(self);
+        return -1;
+    }
     host->log(ctx, METRO_LOG_DEBUG, "sigma = %.6f, r_c = %.6f, E_LJ(r_c) = %.7f", sigma,
               rc, 4.0 * eps * (src6 * src6 - src6));
     *out = self;
@@ -88,24 +96,47 @@ static const void *device_params(void *s, size_t *size)
 
 static int initial(void *s, metro_ctx *ctx, metro_float4 *pos, int n)
 {
-    lj_fene *self = s;
-    for (int i = 0; i < n; i++)
-        pos[i] = metro_f4((float)((i - 0.5 * (n - 1)) * self->r0), 0.0f, 0.0f, 0.0f);
+    (void)ctx;
+    const lj_fene *self = s;
+    const metro_topology *t = self->topo;
+    const float gap = (float)(2.5 * self->r0);
+    int nfree = n;
+    for (int c = 0; c < t->chains && t->first[c] < n; ++c) {
+        int len = t->length[c] < n - t->first[c] ? t->length[c] : n - t->first[c];
+        nfree -= len;
+        for (int k = 0; k < len; ++k) {
+            metro_float4 *q = &pos[t->first[c] + k];
+            *q = metro_f4((float)((k - 0.5 * (len - 1)) * self->r0), gap * (float)c, 0.0f, q->w);
+        }
+    }
+    /* free particles (chains come first in index order): one more line */
+    int first_free = n - nfree;
+    for (int i = first_free; i < n; ++i)
+        pos[i] = metro_f4((float)((i - first_free - 0.5 * (nfree - 1)) * self->r0), gap * (float)t->chains, 0.0f,
+                          pos[i].w);
     return 0;
+}
+
+static int bonded(const lj_fene *self, int i, int j)
+{
+    return metro_bonded_pair(self->topo, i, j);
 }
 
 /* O(n): only the terms of particle i change. */
 static double delta(void *s, const metro_float4 *pos, int n, int i, metro_float4 trial)
 {
-    const metro_lj_fene_params *p = &((lj_fene *)s)->p;
+    const lj_fene *self = s;
+    const metro_lj_fene_params *p = &self->p;
     metro_float4 old = pos[i];
     double d = 0.0;
     /* bonds first: an overstretched trial needs no further work */
     for (int j = i - 1; j <= i + 1; j += 2) {
         if (j < 0 || j >= n) continue;
-        float en = metro_lj_fene_pair_ij(p, trial, pos[j], i, j);
+        float en = bonded(self, i, j) ? metro_lj_fene_bond(p, metro_dist2(trial, pos[j]))
+                                      : metro_lj_fene_lj(p, metro_dist2(trial, pos[j]));
         if (!(en < INFINITY)) return INFINITY;
-        d += (double)en - (double)metro_lj_fene_pair_ij(p, old, pos[j], i, j);
+        d += (double)en - (double)(bonded(self, i, j) ? metro_lj_fene_bond(p, metro_dist2(old, pos[j]))
+                                                      : metro_lj_fene_lj(p, metro_dist2(old, pos[j])));
     }
     for (int j = 0; j < n; j++) {
         if (j >= i - 1 && j <= i + 1) continue;
@@ -117,11 +148,31 @@ static double delta(void *s, const metro_float4 *pos, int n, int i, metro_float4
 
 static double total(void *s, const metro_float4 *pos, int n)
 {
-    const metro_lj_fene_params *p = &((lj_fene *)s)->p;
+    const lj_fene *self = s;
+    const metro_lj_fene_params *p = &self->p;
     double e = 0.0;
     for (int i = 0; i < n; i++)
-        for (int j = i + 1; j < n; j++) e += (double)metro_lj_fene_pair_ij(p, pos[i], pos[j], i, j);
+        for (int j = i + 1; j < n; j++) {
+            float r2 = metro_dist2(pos[i], pos[j]);
+            e += (double)(bonded(self, i, j) ? metro_lj_fene_bond(p, r2) : metro_lj_fene_lj(p, r2));
+        }
     return e;
+}
+
+static float pair(void *s, metro_float4 a, metro_float4 b)
+{
+    return metro_lj_fene_lj(&((lj_fene *)s)->p, metro_dist2(a, b));
+}
+
+static float bond(void *s, metro_float4 a, metro_float4 b)
+{
+    return metro_lj_fene_bond(&((lj_fene *)s)->p, metro_dist2(a, b));
+}
+
+static float external(void *s, metro_float4 a)
+{
+    (void)s; (void)a;
+    return 0.0f;
 }
 
 static const metro_potential_api api = {
@@ -132,6 +183,10 @@ static const metro_potential_api api = {
     .initial = initial,
     .delta = delta,
     .total = total,
+    .flags = METRO_POTENTIAL_BONDS,
+    .pair = pair,
+    .bond = bond,
+    .external = external,
 };
 
 METRO_PLUGIN(potential, "lj_fene", "1.0.0",

@@ -1,36 +1,32 @@
-/* lj_fene.cu — the device ABI of metro/device.h for the lj_fene potential.
- * The math is lj_fene.h, shared with the host loops; the parameter block is
- * the metro_lj_fene_params that device_params() hands the core, which
- * copies it into metro_potential_params. */
+/* lj_fene.cu — the term functions of metro/device.h for lj_fene.  The math
+ * is lj_fene.h, shared with the host loops; P is the metro_lj_fene_params
+ * that device_params() handed the core. */
 #include "metro/device.h"
 
 #include "lj_fene.h"
 
-static __device__ __forceinline__ const metro_lj_fene_params *lj_fene_p(void)
+#define LJ(P) ((const metro_lj_fene_params *)(P))
+
+extern "C" __device__ float METRO_TERM(pair_energy)(const void *P, float4 a, float4 b)
 {
-    return (const metro_lj_fene_params *)metro_potential_params;
+    return metro_lj_fene_lj(LJ(P), metro_dist2(a, b));
 }
 
-extern "C" __device__ float metro_pair_energy(float4 a, float4 b)
+extern "C" __device__ float METRO_TERM(bond_energy)(const void *P, float4 a, float4 b)
 {
-    return metro_lj_fene_lj(lj_fene_p(), metro_dist2(a, b));
+    return metro_lj_fene_bond(LJ(P), metro_dist2(a, b));
 }
 
-extern "C" __device__ float metro_bond_energy(float4 a, float4 b)
-{
-    return metro_lj_fene_bond(lj_fene_p(), metro_dist2(a, b));
-}
-
-extern "C" __device__ float metro_external_energy(float4 a)
+extern "C" __device__ float METRO_TERM(external_energy)(const void *P, float4 a)
 {
     return 0.0f;
 }
 
 /* Plainly the difference of the two pair energies: the same expression (and
- * float result) the samplers computed from metro_pair_energy before. */
-extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b)
+ * float result) the samplers computed from the pair energy before. */
+extern "C" __device__ float METRO_TERM(pair_delta)(const void *P, float4 trial, float4 old, float4 b)
 {
-    return metro_lj_fene_lj(lj_fene_p(), metro_dist2(trial, b)) - metro_lj_fene_lj(lj_fene_p(), metro_dist2(old, b));
+    return metro_lj_fene_lj(LJ(P), metro_dist2(trial, b)) - metro_lj_fene_lj(LJ(P), metro_dist2(old, b));
 }
 
-METRO_PAIR_DELTA_SUM_PLAIN
+METRO_TERM_PAIR_DELTA_SUM_PLAIN

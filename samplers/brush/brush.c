@@ -122,7 +122,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     b->per_thread_param = (int)host->param_int(p, "per_thread");
     b->per_launch_param = (int)host->param_int(p, "cycles_per_launch");
     b->trials = host->param_int(p, "trials");
-    b->cell_radius = setup->cell_radius;
+    if (!host->fact(ctx, "cell_radius", &b->cell_radius)) b->cell_radius = 0; /* open space */
     int bad = 0;
     if (b->eta_param && !pow2(b->eta_param))
         bad = host->fail(ctx, "eta: %d is not a power of two", b->eta_param);
@@ -132,8 +132,8 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
         bad = host->fail(ctx, "per_thread: 3 is not one of 1, 2, 4");
     else if (b->step_param > 0)
         b->step = (float)b->step_param;
-    else if (setup->cell_radius > 0)
-        b->step = (float)(2.0 * setup->cell_radius / 3.0);
+    else if (b->cell_radius > 0)
+        b->step = (float)(2.0 * b->cell_radius / 3.0);
     else
         bad = host->fail(ctx, "step: give the side of the trial cube (the potential has no cell radius to derive it from)");
     if (!bad && b->trials > setup->particles)

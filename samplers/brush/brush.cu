@@ -382,7 +382,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         __syncthreads();
         brush_tile<P>(tile, m, r, eta, tr, ol, acc);
     }
-    if (chain && first + S < L.n && r == 0) {
+    if (chain && first + S < L.n && r == 0 && metro_bonded(first + S - 1)) {
         const float4 nb = __ldcg(L.pos + first + S);
 #pragma unroll
         for (int q = 0; q < P; ++q)
@@ -439,7 +439,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
         }
         if (t == 0) brush_stamp(L, cyc, g, 2);
     }
-    if (chain && g > 0 && r == 0) {
+    if (chain && g > 0 && r == 0 && metro_bonded(first - 1)) {
         const float4 nb = __ldcg(L.pos + first - 1);
 #pragma unroll
         for (int q = 0; q < P; ++q)

@@ -158,13 +158,16 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     if (setup->backend == METRO_BACKEND_CUDA)
         return host->fail(ctx, "hierarchical: the GPU version of this sampler is not there yet; run it with "
                                "device = cpu, or use sampler brush on CUDA (the same chain)");
-    if (!(setup->bjerrum > 0) || setup->species < 1 || !(setup->cell_radius > 0) || setup->chain)
+    double lb = 0, R = 0;
+    int has_lb = host->fact(ctx, "bjerrum", &lb), has_r = host->fact(ctx, "cell_radius", &R);
+    if (setup->terms != 1 || !has_lb || !(lb > 0) || setup->species < 1 || !has_r || !(R > 0) ||
+        setup->topology.chains)
         return host->fail(ctx,
-                          "hierarchical: the potential must be a Coulomb system of charged hard spheres in a "
-                          "spherical cell (a Bjerrum length, species with charges and diameters, a cell radius, "
-                          "no bonds), as coulomb_hs is; this one declares bjerrum = %g, %d species, cell radius "
-                          "%g, %s",
-                          setup->bjerrum, setup->species, setup->cell_radius, setup->chain ? "bonds" : "no bonds");
+                          "hierarchical: the energy must be one Coulomb term of charged hard spheres in a spherical "
+                          "cell alone (a Bjerrum length, species with charges and diameters, a cell radius, no "
+                          "bonds, no other terms), as coulomb_hs is: its far field is the bare Coulomb sum; this run "
+                          "has %d term(s), bjerrum = %g, %d species, cell radius %g, %s",
+                          setup->terms, lb, setup->species, R, setup->topology.chains ? "bonds" : "no bonds");
     hier *b = calloc(1, sizeof *b);
     if (!b) return host->fail(ctx, "out of memory");
     b->host = host;
@@ -182,12 +185,12 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     b->trials = host->param_int(p, "trials");
     b->threads = (int)host->param_int(p, "threads");
     b->bound_scale = host->param_real(p, "bound_scale");
-    b->cell_radius = setup->cell_radius;
-    b->bjerrum = setup->bjerrum;
+    b->cell_radius = R;
+    b->bjerrum = lb;
     b->nspecies = setup->species;
     memcpy(b->species, setup->species_table, sizeof b->species);
     for (int s = 0; s < b->nspecies; ++s) b->dmax = fmax(b->dmax, setup->species_table[s].diameter);
-    b->step = (float)(b->step_param > 0 ? b->step_param : 2.0 * setup->cell_radius / 3.0);
+    b->step = (float)(b->step_param > 0 ? b->step_param : 2.0 * R / 3.0);
     if (b->order_hi < b->order) {
         host->fail(ctx, "order_refine: %d is below order = %d", b->order_hi, b->order);
         free(b);

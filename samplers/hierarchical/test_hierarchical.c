@@ -353,9 +353,8 @@ START_TEST(refuses_cuda)
     setup.particles = 100;
     setup.replicas = 1;
     setup.backend = METRO_BACKEND_CUDA;
-    setup.bjerrum = 7.117;
-    setup.cell_radius = 60;
     setup.species = 2;
+    setup.terms = 1;
     void *self = NULL;
     ck_assert_int_ne(api->create(&host, NULL, NULL, &setup, &self), 0);
     ck_assert_msg(strstr(cuda_msg, "GPU version") != NULL, "message: %s", cuda_msg);
@@ -420,7 +419,7 @@ START_TEST(refusals)
 {
     refused("[run]\nseed = 1\nsweeps = 1\n\n[system]\nparticles = 13\n\n[potential]\nplugin = lj_fene\n\n"
             "[sampler]\nplugin = hierarchical\n",
-            "Coulomb system of charged hard spheres");
+            "one Coulomb term of charged hard spheres");
     char ini[2048];
     ini_electrolyte(ini, sizeof ini, 1, 100, 60.0, "plugin = hierarchical\ntrials = 101");
     refused(ini, "more than");

@@ -38,7 +38,13 @@ static void replay(const char *order)
     snprintf(ok, sizeof ok, "order=%s", order);
     const char *kv[] = {"temperature=0.7", "step=0.1", ok};
     metro_params pp = fake_params(P->params, NULL, 0), sp = fake_params(S->params, kv, 3);
-    metro_setup su = {.particles = N, .replicas = 1, .backend = METRO_BACKEND_CPU};
+    /* one chain of every particle, as the core gives a lone lj_fene */
+    static unsigned char bonds[N];
+    static int first = 0, length = N;
+    for (int i = 0; i + 1 < N; ++i) bonds[i] = 1;
+    static metro_setup su;
+    su = (metro_setup){.particles = N, .replicas = 1, .backend = METRO_BACKEND_CPU};
+    su.topology = (metro_topology){1, &first, &length, bonds};
     void *pot, *smp;
     ck_assert_int_eq(pa->create(&fake_host, &cp, &pp, &su, &pot), 0);
     ck_assert_int_eq(sa->create(&fake_host, &cs, &sp, &su, &smp), 0);
@@ -49,7 +55,7 @@ static void replay(const char *order)
     int slot;
     long long acc = 0, att = 0;
     metro_state st = {.backend = METRO_BACKEND_CPU, .particles = N, .replicas = 1,
-                      .chain = su.chain, .pos = pos, .energy = &energy, .beta = &beta,
+                      .chain = 1, .topology = &su.topology, .pos = pos, .energy = &energy, .beta = &beta,
                       .slot_replica = &slot, .accepted = &acc, .attempted = &att};
     pa->initial(pot, &cp, pos, N);
     memcpy(ref, pos, sizeof pos);

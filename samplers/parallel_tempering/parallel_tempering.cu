@@ -103,7 +103,7 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
                  * lanes 4-5 (0-1 when G = 4).  A select keeps what counts. */
                 {
                     const int nb = (lane & 2) ? i + 1 : i - 1;
-                    const bool bond = a.chain && lane < 4 && nb >= 0 && nb < n;
+                    const bool bond = a.chain && lane < 4 && nb >= 0 && nb < n && metro_bonded(nb < i ? nb : i);
                     const float4 me = (lane & 1) ? old : nw;
                     const float eb = metro_bond_energy(me, chain[nb < 0 ? 0 : (nb >= n ? n - 1 : nb)]);
                     part += bond ? ((lane & 1) ? -eb : eb) : 0.0f;

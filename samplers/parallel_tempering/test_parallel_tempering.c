@@ -242,7 +242,7 @@ static double toy_delta(void *s, const metro_float4 *p, int n, int i, metro_floa
     return 0.5 * ((double)t.x * t.x + (double)t.y * t.y + (double)t.z * t.z -
                   ((double)p[i].x * p[i].x + (double)p[i].y * p[i].y + (double)p[i].z * p[i].z));
 }
-static const metro_potential_api toy = {METRO_ABI_VERSION, NULL, NULL, NULL, NULL, toy_delta, NULL, NULL};
+static const metro_potential_api toy = {.version = METRO_ABI_VERSION, .delta = toy_delta};
 
 typedef struct toy_run {
     metro_state st;

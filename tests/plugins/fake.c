@@ -21,7 +21,7 @@ static int s_save(void *self) { (void)self; return 0; }
 static int s_restore(void *self, const void *d, size_t n) { (void)self; (void)d; (void)n; return 0; }
 
 __attribute__((unused)) static const metro_sampler_api api = {
-    1, s_create, s_destroy, s_start,
+    METRO_ABI_VERSION, s_create, s_destroy, s_start,
 #ifdef FAKE_MISSING_FN
     NULL, /* advance missing */
 #else

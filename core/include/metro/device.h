@@ -1,14 +1,21 @@
-/* metro/device.h — the fixed device ABI (include from .cu files only).
+/* metro/device.h — the device ABI (include from .cu files only).
  *
  * Device function pointers do not cross dlopen'ed modules (DESIGN.md fact
- * 1), so samplers do not call potentials through pointers.  Instead every
- * potential's LTO-IR defines these extern "C" functions by name, every
- * sampler's IR calls them, and the core links core + sampler + potential
- * (+ observables) with nvJitLink at start-up, where they inline (fact 2).
+ * 1), so samplers do not call potentials through pointers.  Samplers call
+ * the extern "C" functions below by name; the core generates their
+ * definitions at start-up (core/src/compose.c, compiled with NVRTC): the
+ * sum of the run's potential terms, each restricted to its species, each
+ * reading its own parameter block, and metro_bonded() for the run's chains.
+ * nvJitLink links core + generated code + sampler + terms (+ observables),
+ * where every call inlines (fact 2), so a sampler's inner loop runs one
+ * fused function for the whole energy (docs/COMPOSITION.md).
  *
- * A potential reads its parameters from metro_potential_params, a constant
- * block the core defines and fills with the bytes the potential's host
- * table returns from device_params().
+ * A potential term defines, in its LTO-IR, the same functions under its
+ * own name with its parameter block as the first argument
+ * (NAME__pair_energy(const void *params, float4 a, float4 b), ...): write
+ * them with METRO_TERM(fn), which the build names after the plugin
+ * (MetroPlugin.cmake defines METRO_TERM_NAME), so two plugins' device code
+ * links together without clashes.
  */
 #ifndef METRO_DEVICE_H
 #define METRO_DEVICE_H
@@ -19,8 +26,28 @@
 
 #include "metro/hd.h"
 
-/* Defined once, by the core's device code. */
-extern __constant__ __align__(16) unsigned char metro_potential_params[METRO_PARAMS_MAX];
+/* The terms' parameter blocks, defined once by the core's device code:
+ * term k's block starts at k * METRO_PARAMS_MAX. */
+extern __constant__ __align__(16) unsigned char metro_potential_params[METRO_PARAMS_MAX * METRO_MAX_TERMS];
+
+/* The per-term name of fn: METRO_TERM(pair_energy) is lj_fene__pair_energy
+ * in the plugin lj_fene. */
+#define METRO__TERM_CAT2(a, b) a##__##b
+#define METRO__TERM_CAT(a, b) METRO__TERM_CAT2(a, b)
+#define METRO_TERM(fn) METRO__TERM_CAT(METRO_TERM_NAME, fn)
+
+/* What a term defines (P: its parameter block, where the core put it):
+ *   float METRO_TERM(pair_energy)(const void *P, float4 a, float4 b)
+ *   float METRO_TERM(bond_energy)(const void *P, float4 a, float4 b)     (BONDS terms)
+ *   float METRO_TERM(external_energy)(const void *P, float4 a)
+ *   float METRO_TERM(pair_delta)(const void *P, float4 trial, float4 old, float4 b)
+ *   metro_pd_sum METRO_TERM(pair_delta_begin)(const void *P, float4 trial, float4 old)
+ *   void METRO_TERM(pair_delta_add)(const void *P, metro_pd_sum *s, float4 b)
+ *   float METRO_TERM(pair_delta_end)(const void *P, const metro_pd_sum *s)
+ * each extern "C" __device__, with the meaning of the run-wide function of
+ * the same name below.  A term without a pair term returns 0 from its pair
+ * functions; METRO_TERM_PAIR_DELTA_SUM_PLAIN writes the three run
+ * functions as a plain sum of its pair_delta. */
 
 /* Pair energy of two non-bonded particles; +INFINITY when forbidden. */
 extern "C" __device__ float metro_pair_energy(float4 a, float4 b);
@@ -60,30 +87,40 @@ extern "C" __device__ void metro_pair_delta_add(metro_pd_sum *s, float4 b);
 extern "C" __device__ float metro_pair_delta_end(const metro_pd_sum *s);
 
 /* The three as a plain sum of metro_pair_delta. */
-#define METRO_PAIR_DELTA_SUM_PLAIN                                                          \
-    extern "C" __device__ metro_pd_sum metro_pair_delta_begin(float4 trial, float4 old)     \
-    {                                                                                       \
-        metro_pd_sum s;                                                                     \
-        s.t = trial;                                                                        \
-        s.o = old;                                                                          \
-        s.v[0] = s.v[1] = s.v[2] = s.v[3] = 0.0f;                                           \
-        s.flag = false;                                                                     \
-        return s;                                                                           \
-    }                                                                                       \
-    extern "C" __device__ void metro_pair_delta_add(metro_pd_sum *s, float4 b)              \
-    {                                                                                       \
-        s->v[0] += metro_pair_delta(s->t, s->o, b);                                         \
-    }                                                                                       \
-    extern "C" __device__ float metro_pair_delta_end(const metro_pd_sum *s) { return s->v[0]; }
+#define METRO_TERM_PAIR_DELTA_SUM_PLAIN                                                           \
+    extern "C" __device__ metro_pd_sum METRO_TERM(pair_delta_begin)(const void *P, float4 trial,     \
+                                                                    float4 old)                      \
+    {                                                                                                \
+        metro_pd_sum s;                                                                              \
+        s.t = trial;                                                                                 \
+        s.o = old;                                                                                   \
+        s.v[0] = s.v[1] = s.v[2] = s.v[3] = 0.0f;                                                    \
+        s.flag = false;                                                                              \
+        return s;                                                                                    \
+    }                                                                                                \
+    extern "C" __device__ void METRO_TERM(pair_delta_add)(const void *P, metro_pd_sum *s, float4 b)  \
+    {                                                                                                \
+        s->v[0] += METRO_TERM(pair_delta)(P, s->t, s->o, b);                                         \
+    }                                                                                                \
+    extern "C" __device__ float METRO_TERM(pair_delta_end)(const void *P, const metro_pd_sum *s)     \
+    {                                                                                                \
+        return s->v[0];                                                                              \
+    }
+
+/* Whether particle lo is bonded to lo + 1 (the run's chains; generated
+ * from the topology, so one chain or chains of one length cost no load).
+ * Only meaningful for 0 <= lo < particles - 1. */
+extern "C" __device__ bool metro_bonded(int lo);
 
 /* The interaction of i and j in a system whose bonds (when chain is set)
- * join neighbours in index order.  Every sampler computes pair terms
+ * join index neighbours of one chain.  Every sampler computes pair terms
  * through this so the bonded-pair rule lives in one place. */
 static __device__ __forceinline__ float metro_interaction(float4 a, float4 b, int i, int j,
                                                           int chain)
 {
     int d = i - j;
-    return (chain && (d == 1 || d == -1)) ? metro_bond_energy(a, b) : metro_pair_energy(a, b);
+    return (chain && (d == 1 || d == -1) && metro_bonded(d == 1 ? j : i)) ? metro_bond_energy(a, b)
+                                                                         : metro_pair_energy(a, b);
 }
 
 #endif

@@ -25,6 +25,8 @@
 
 /* Largest parameter block a potential may hand its device code. */
 #define METRO_PARAMS_MAX 1024
+/* Most potential terms one run composes. */
+#define METRO_MAX_TERMS 8
 
 /* A particle: position x, y, z and one attribute w (charge, species...). */
 typedef float4 metro_float4;

@@ -30,8 +30,14 @@ extern "C" {
 #endif
 
 /* 2: host->cuda(), the optional memory() of every kind, open_output()
- * files committed whole at the end of the run. */
-#define METRO_ABI_VERSION 2u
+ * files committed whole at the end of the run.
+ * 3: composed systems (docs/COMPOSITION.md): the system's species and
+ * topology belong to the core (metro_setup.species_table, .topology); the
+ * Coulomb-shaped fields chain, cell_radius and bjerrum left metro_setup
+ * (named facts instead: host->fact_set / fact); potentials are terms with
+ * per-pair host functions and per-plugin device names (metro/device.h).
+ * The layout of metro_setup changed, so only version 3 plugins load. */
+#define METRO_ABI_VERSION 3u
 
 typedef enum metro_kind {
     METRO_KIND_POTENTIAL = 1,
@@ -172,14 +178,29 @@ typedef struct metro_host_api {
      * written its own [first, last): afterwards every process has every
      * record (collective: every rank calls it, in the same order). */
     int (*share_replicas)(metro_ctx *ctx, void *array, int replicas, size_t bytes);
+
+    /* ---- ABI version 3 ---- */
+    /* Named facts about the system that a potential term knows and others
+     * need, so that the core's structs do not grow with each potential
+     * family.  A term publishes them in create(); samplers and observables
+     * (created later) read them.  Names in use: "cell_radius" (a spherical
+     * hard wall: centres within cell_radius - d/2), "bjerrum" (a Coulomb
+     * term's λ_B at the run's unit temperature), "bond_length" (where a
+     * bonded pair sits at rest, for placing chains).  Publishing a name
+     * another term published with a different value fails, naming both.
+     * fact() returns 1 and sets *value when the fact is known, else 0. */
+    int (*fact_set)(metro_ctx *ctx, const char *name, double value);
+    int (*fact)(metro_ctx *ctx, const char *name, double *value);
 } metro_host_api;
 
 /* ---- the simulated state ------------------------------------------------ */
 
 #define METRO_MAX_SPECIES 8
 
-/* A kind of particle, for potentials that have them (particle w holds the
- * species index then). */
+/* A kind of particle.  Declared once for the run — in [system] (species,
+ * charges, diameters, counts), by the initial file, or, in a run of one
+ * potential that declares none there, by that potential — and read by
+ * every term.  Particle w holds its species index (0 without species). */
 typedef struct metro_species {
     char name[16];
     double charge;           /* valence, units of e */
@@ -187,20 +208,38 @@ typedef struct metro_species {
     long count;              /* particles of this species per replica */
 } metro_species;
 
-/* Facts about the system.  The core fills particles, backend and seed from
- * [run] and [system]; the potential's create fills chain, species,
- * cell_radius and bjerrum; the sampler's create sets replicas.  Observables
- * are created last and see all of it. */
+/* The bonds of a system: linear chains.  Chain c is the particles
+ * first[c] .. first[c] + length[c] - 1, each bonded to the next; chains do
+ * not overlap; particles in no chain are free.  bond_next[i] is 1 when
+ * particle i is bonded to i + 1 (NULL when there are no chains).  Owned by
+ * the core, the same for every replica. */
+typedef struct metro_topology {
+    int chains;
+    const int *first, *length;
+    const unsigned char *bond_next;
+} metro_topology;
+
+/* Whether particles i and j are bonded (host code). */
+static inline int metro_bonded_pair(const metro_topology *t, int i, int j)
+{
+    int lo = i < j ? i : j;
+    return t->bond_next && (i - j == 1 || j - i == 1) && t->bond_next[lo];
+}
+
+/* Facts about the system.  The core fills particles, backend, seed,
+ * species (when [system] or the initial file declares them), topology and
+ * terms before the potentials' create(); a lone potential may fill species
+ * when the core left them empty; the sampler's create sets replicas.
+ * Observables are created last and see all of it. */
 typedef struct metro_setup {
     int particles;           /* per replica */
     int replicas;            /* default 1 */
-    int chain;               /* 1 when particles i, i+1 are bonded */
     metro_backend backend;
     uint64_t seed;
-    int species;             /* 0 when the potential has none */
+    int species;             /* 0 when the system has none */
     metro_species species_table[METRO_MAX_SPECIES];
-    double cell_radius;      /* spherical confinement; 0 = open space */
-    double bjerrum;          /* Bjerrum length (Coulomb potentials), else 0 */
+    metro_topology topology; /* chains; topology.chains = 0: no bonds */
+    int terms;               /* potential terms of the energy (1: a lone potential) */
     /* ---- ABI version 2 ---- */
     long long sweeps;        /* production sweeps of the run ([run] sweeps) */
     long long equilibration; /* [run] equilibration */
@@ -216,7 +255,8 @@ typedef struct metro_state {
     metro_backend backend;
     int particles;
     int replicas;
-    int chain;
+    int chain;               /* 1 when the system has bonds (topology) */
+    const metro_topology *topology;
     metro_float4 *pos;       /* host copy */
     metro_float4 *d_pos;     /* device copy (CUDA backend), NULL on CPU */
     double *energy;          /* host: total energy of each replica */
@@ -247,6 +287,7 @@ struct metro_frame {
     int species;                      /* rows of species_table; 0: one kind of particle */
     const metro_species *species_table;
     double cell_radius;               /* spherical cell; 0 = open space */
+    const metro_topology *topology;   /* bonds to write (GSD bonds/), NULL: none */
     long long sweep;
     int replica;                      /* the replica these positions belong to */
     int slot;                         /* its temperature slot, -1 when not known */
@@ -273,9 +314,16 @@ struct metro_frame_mark {
 #define METRO_MEMORY_FN \
     int (*memory)(void *self, const metro_setup *setup, size_t *host_bytes, size_t *device_bytes)
 
-/* Potentials.  The device side implements, in its LTO-IR, the fixed device
- * ABI of metro/device.h (pair, bond and external energies).  The host side
- * provides whole loops, so the pair function inlines on the CPU too. */
+/* metro_potential_api.flags */
+#define METRO_POTENTIAL_BONDS 1u  /* defines a bond energy of its own: it is the
+                                     term that owns the system's bonds */
+
+/* Potentials: each is one term of the run's energy (docs/COMPOSITION.md).
+ * The device side implements, in its LTO-IR, the per-term functions of
+ * metro/device.h under its own name (pair, bond and external energies,
+ * pair-deltas).  The host side provides whole loops, used when the term is
+ * the run's only one, so the pair function inlines on the CPU too; and the
+ * per-pair functions, from which the core sums a composed system. */
 typedef struct metro_potential_api {
     uint32_t version;
     int (*create)(const metro_host_api *host, metro_ctx *ctx,
@@ -294,6 +342,14 @@ typedef struct metro_potential_api {
     double (*total)(void *self, const metro_float4 *pos, int n);
     /* ---- ABI version 2 ---- */
     METRO_MEMORY_FN;
+    /* ---- ABI version 3 ---- */
+    unsigned flags;          /* METRO_POTENTIAL_* */
+    /* The same floats as the device functions NAME__pair_energy,
+     * __bond_energy and __external_energy (metro/device.h), for composed
+     * systems on the CPU.  bond is NULL unless flags has BONDS. */
+    float (*pair)(void *self, metro_float4 a, metro_float4 b);
+    float (*bond)(void *self, metro_float4 a, metro_float4 b);
+    float (*external)(void *self, metro_float4 a);
 } metro_potential_api;
 
 /* Samplers own the Markov chain. */
