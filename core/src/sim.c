@@ -473,8 +473,6 @@ void metro_sim_destroy(metro_sim *sim)
     for (int i = 0; i < sim->nobs; ++i) free_ctx(&sim->obs[i], METRO_KIND_OBSERVABLE);
     free(sim->obs);
     free_ctx(&sim->smp, METRO_KIND_SAMPLER);
-    if (sim->comp) sim->pot_api->destroy(sim->pot_self);
-    sim->comp = NULL;
     for (int k = 0; k < sim->nterms; ++k) free_ctx(&sim->terms[k], METRO_KIND_POTENTIAL);
     free(sim->terms);
     metro__compose_free(sim);

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Composition's cost on the GPU (issue 15), whole runs through `metro`:
+#  1. brush, 2^20 particles: coulomb_hs alone (the 3:-1 electrolyte of
+#     seed 002) beside a composed system of the same N (8192 chains of 64
+#     charged monomers, lj_fene + coulomb_hs, and their 524288
+#     counterions): seconds per cycle from runs of 1 and 4 cycles
+#     (the difference removes start-up), and the ratio;
+#  2. parallel tempering of configs/polyelectrolyte.ini: monomer updates
+#     per second with 4096 replicas on the GPU beside 16 replicas on one
+#     CPU core.
+# Usage: bench/compose_cost.sh BUILD_DIR   (prints a table)
+set -uo pipefail
+B=${1:-build}
+M=$B/bin/metro
+w=$(mktemp -d)
+calc() { awk "BEGIN { printf \"%.6g\", $1 }"; }
+cat > $w/alone.ini <<'INI'
+[run]
+seed = 2
+sweeps = 1
+device = cuda
+[system]
+particles = 1048576
+[potential]
+plugin = coulomb_hs
+valences = 3, -1
+diameters = 7.5
+concentration = 0.0019008922
+bjerrum = 7.117
+[sampler]
+plugin = brush
+INI
+cat > $w/composed.ini <<'INI'
+[run]
+seed = 2
+sweeps = 1
+device = cuda
+[system]
+species = monomer, counterion
+charges = -1, 1
+diameters = 7.5
+counts = 524288, 524288
+chains = 8192x64
+chain_species = monomer
+[potential chain]
+plugin = lj_fene
+species = monomer
+r0 = 8
+R = 2
+[potential coulomb]
+plugin = coulomb_hs
+cell_radius = 3795
+bjerrum = 7.117
+[sampler]
+plugin = brush
+step = 2530
+INI
+secs() { local t0=$(date +%s.%N); $M run "$1" --set run.sweeps=$2 --output $w/out --overwrite --quiet >/dev/null 2>$w/err || { cat $w/err >&2; echo nan; return; }; calc "$(date +%s.%N) - $t0"; }
+printf "%-44s %12s %12s %8s\n" "figure" "unit" "value" "ratio"
+for c in alone composed; do
+  t1=$(secs $w/$c.ini 1); t4=$(secs $w/$c.ini 4)
+  per=$(calc "($t4 - $t1) / 3")
+  eval "per_$c=$per"
+  printf "%-44s %12s %12.4f\n" "brush 2^20, $c: one cycle" "s" "$per"
+done
+printf "%-44s %12s %12s %8.3f   (goal <= 1.15)\n" "composed / alone" "" "" "$(calc "$per_composed / $per_alone")"
+# parallel tempering of the polyelectrolyte (64 + 64 particles)
+pt() { local t0=$(date +%s.%N); $M run configs/polyelectrolyte.ini --device $1 --set sampler.replicas=$2 --set run.sweeps=$3 --set run.equilibration=0 --set "observable trajectory.every=$3" --set "observable pair_correlation.every=$3" --set "observable energy.every=$3" --output $w/pt --overwrite --quiet >/dev/null 2>$w/err || cat $w/err >&2; calc "$(date +%s.%N) - $t0"; }
+g1=$(pt cuda 4096 20); g2=$(pt cuda 4096 220)
+gpu=$(calc "4096 * 128 * 200 / ($g2 - $g1)")
+c1=$(pt cpu 16 20); c2=$(pt cpu 16 220)
+cpu=$(calc "16 * 128 * 200 / ($c2 - $c1)")
+printf "%-44s %12s %12.4g\n" "PT polyelectrolyte, 4096 replicas, GPU" "updates/s" "$gpu"
+printf "%-44s %12s %12.4g\n" "PT polyelectrolyte, 16 replicas, 1 CPU core" "updates/s" "$cpu"
+printf "%-44s %12s %12s %8.1f\n" "GPU / one core" "" "" "$(calc "$gpu / $cpu")"
+rm -rf $w

@@ -1,0 +1,270 @@
+/* test_compose — systems of several potential terms (docs/COMPOSITION.md):
+ * contradictions refused with FILE:LINE, a lone term declared through
+ * [system] species and chains equal to today's configs bit for bit, a
+ * composed system whose running energy matches its totals, and the exact
+ * check: a bonded dimer of opposite charges (LJ + FENE + Coulomb) in the
+ * spherical cell against 1-D quadrature at three temperatures, which also
+ * checks the energy unit (λ_B at the run's unit temperature).
+ * Built twice: test_compose (CPU) and test_compose_gpu (COMPOSE_GPU, the
+ * same checks on CUDA plus CUDA = CPU for a composed chain). */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metro/metro.h"
+#include "testutil.h"
+
+#include "../potentials/lj_fene/lj_fene_exact.h"
+
+#ifdef COMPOSE_GPU
+#define DEVICE "cuda"
+#else
+#define DEVICE "cpu"
+#endif
+
+/* ---- refusals ------------------------------------------------------------ */
+
+#ifndef COMPOSE_GPU
+static void refused(const char *ini, const char *want)
+{
+    metro_options opt = {0};
+    opt.config_text = ini;
+    opt.config_path = "compose.ini";
+    opt.device = "cpu";
+    opt.output = "";
+    opt.quiet = 1;
+    metro_sim *sim = NULL;
+    metro_error err = {0};
+    int rc = metro_sim_create(&opt, &sim, &err);
+    if (rc == METRO_OK) metro_sim_destroy(sim);
+    ck_assert_msg(rc != METRO_OK, "accepted: %s", ini);
+    ck_assert_msg(strstr(err.msg, want) != NULL, "message: %s\n(wanted %s)", err.msg, want);
+}
+
+#define RUN "[run]\nseed = 3\nsweeps = 10\n\n"
+#define SYS2 "[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 8, 8\nchains = 8\nchain_species = m\n\n"
+#define CHAIN "[potential chain]\nplugin = lj_fene\nspecies = m\n\n"
+#define COUL "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 6\nbjerrum = 1\n\n"
+#define SMP "[sampler]\nplugin = metropolis\ntemperature = 1\nstep = 0.2\n"
+
+START_TEST(contradictions_refused)
+{
+    /* two terms claim the bonds: the second one's section line */
+    refused(RUN SYS2 CHAIN COUL "[potential chain2]\nplugin = lj_fene\nspecies = m\n\n" SMP,
+            "compose.ini:22: [potential chain2]: lj_fene defines bonds, and so does [potential chain]");
+    /* charges given twice: [system] and the Coulomb term's own valences */
+    refused(RUN SYS2 CHAIN "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 6\nvalences = -1, 1\n\n" SMP,
+            "compose.ini:20: [potential coulomb] coulomb_hs (potential) refused its parameters: valences: the species "
+            "are declared for the whole system");
+    /* a species no term knows */
+    refused(RUN SYS2 CHAIN "[potential coulomb]\nplugin = coulomb_hs\nspecies = m\ncell_radius = 6\n\n" SMP,
+            "compose.ini:6: [system] species: no potential term acts on species 'c'");
+    /* a term naming a species that does not exist */
+    refused(RUN SYS2 "[potential chain]\nplugin = lj_fene\nspecies = monomer\n\n" COUL SMP,
+            "compose.ini:15: [potential chain] species: no species 'monomer' in [system] (allowed: m, c)");
+    /* chains with no term that defines bonds */
+    refused(RUN SYS2 COUL SMP, "compose.ini:10: [system] chains: no potential term defines bonds");
+    /* counts that do not add up */
+    refused(RUN "[system]\nparticles = 10\nspecies = a\ncharges = 0\ndiameters = 1\ncounts = 12\n\n"
+                "[potential]\nplugin = lj_fene\n\n" SMP,
+            "compose.ini:10: [system] counts: they sum to 12, but particles = 10");
+    /* chain species outside the bond term's species */
+    refused(RUN "[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 8, 8\nchains = 8\n"
+                "chain_species = c\n\n" CHAIN COUL SMP,
+            "[system] chain_species: species 'c' is in the chains, but [potential chain]");
+    /* the hierarchical sampler needs the Coulomb term alone */
+    refused(RUN SYS2 CHAIN COUL "[sampler]\nplugin = hierarchical\n", "one Coulomb term of charged hard spheres");
+}
+END_TEST
+#endif
+
+/* ---- decomposition: a lone term through [system] is today's chain ---------- */
+
+static metro_float4 *run_positions(const char *ini, long sweeps, int *n)
+{
+    metro_sim *sim = metro_test_sim(ini, DEVICE, NULL, 0);
+    metro_error err = {0};
+    ck_assert_msg(metro_sim_advance(sim, sweeps, &err) == METRO_OK, "%s", err.msg);
+    const metro_state *st = metro_sim_state(sim, &err);
+    ck_assert_msg(st != NULL, "%s", err.msg);
+    *n = st->particles * st->replicas;
+    metro_float4 *p = malloc(sizeof *p * (size_t)*n);
+    memcpy(p, st->pos, sizeof *p * (size_t)*n);
+    metro_sim_destroy(sim);
+    return p;
+}
+
+static void same_chain(const char *a, const char *b, long sweeps)
+{
+    int na, nb;
+    metro_float4 *pa = run_positions(a, sweeps, &na), *pb = run_positions(b, sweeps, &nb);
+    ck_assert_int_eq(na, nb);
+    ck_assert_msg(!memcmp(pa, pb, sizeof *pa * (size_t)na), "the two configs gave different chains");
+    free(pa);
+    free(pb);
+}
+
+START_TEST(lone_terms_are_todays_chains)
+{
+    /* the chain term alone, declared through [system] species and chains */
+    same_chain("[run]\nseed = 5\nsweeps = 100\n\n[system]\nparticles = 13\n\n[potential]\nplugin = lj_fene\n\n"
+               "[sampler]\nplugin = parallel_tempering\nt_min = 0.5\nt_max = 2\nreplicas = 4\n",
+               "[run]\nseed = 5\nsweeps = 100\n\n[system]\nspecies = mono\ncharges = 0\ndiameters = 0.5\ncounts = 13\n"
+               "chains = 13\n\n[potential]\nplugin = lj_fene\n\n"
+               "[sampler]\nplugin = parallel_tempering\nt_min = 0.5\nt_max = 2\nreplicas = 4\n",
+               100);
+    /* the ions with the Coulomb term alone, species in [system] */
+    same_chain("[run]\nseed = 6\nsweeps = 20\n\n[system]\nparticles = 400\n\n[potential]\nplugin = coulomb_hs\n"
+               "valences = 3, -1\ndiameters = 4\ncell_radius = 80\nbjerrum = 7.117\n\n[sampler]\nplugin = brush\n",
+               "[run]\nseed = 6\nsweeps = 20\n\n[system]\nspecies = z+3, z-1\ncharges = 3, -1\ndiameters = 4\n"
+               "counts = 100, 300\n\n[potential]\nplugin = coulomb_hs\ncell_radius = 80\nbjerrum = 7.117\n\n"
+               "[sampler]\nplugin = brush\n",
+               20);
+}
+END_TEST
+
+/* ---- a composed system's running energy agrees with its totals ------------- */
+
+START_TEST(composed_energy_consistent)
+{
+    /* four charged chains of 8 with their counterions and a salt pair; the
+     * core recomputes the total every 50 sweeps and stops on a drift */
+    const char *ini = "[run]\nseed = 9\nsweeps = 400\ncheck_every = 50\ndrift_tolerance = 1e-9\n\n"
+                      "[system]\nspecies = m, c, s+, s-\ncharges = -1, 1, 1, -1\ndiameters = 0.5, 0.5, 0.6, 0.6\n"
+                      "counts = 32, 32, 2, 2\nchains = 4x8\nchain_species = m\n\n"
+                      "[potential chain]\nplugin = lj_fene\nspecies = m\n\n"
+                      "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 8\nbjerrum = 2\n\n"
+                      "[sampler]\nplugin = metropolis\ntemperature = 1\nstep = 0.2\n\n"
+                      "[observable energy]\nplugin = energy\nevery = 10\n";
+    metro_sim *sim = metro_test_sim(ini, DEVICE, NULL, 0);
+    metro_error err = {0};
+    ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+    const metro_state *st = metro_sim_state(sim, &err);
+    double e = metro_sim_total_energy(sim, 0, &err);
+    ck_assert_msg(fabs(st->energy[0] - e) < 1e-6 * (1 + fabs(e)), "running %g, total %g", st->energy[0], e);
+    /* bonds exist only inside chains: 0-7 bonded, 7-8 not */
+    ck_assert_int_eq(st->topology->chains, 4);
+    ck_assert(st->topology->bond_next[6] && !st->topology->bond_next[7]);
+    /* the species along the index: chains of m first, then the ions */
+    ck_assert_int_eq((int)st->pos[31].w, 0);
+    for (int i = 32; i < 68; ++i) ck_assert_int_ne((int)st->pos[i].w, 0);
+    metro_sim_destroy(sim);
+}
+END_TEST
+
+/* ---- exact: a bonded dimer of opposite charges ------------------------------ */
+
+/* <E> and C_V of the dimer +1 / -1 (diameters d, LJ + FENE bond, Coulomb
+ * B z z / r with B the Bjerrum length at T = 1) in a cell of radius Rc:
+ * both centres within a = Rc - d/2 of the origin, so at separation r the
+ * centre of mass moves in the intersection of two balls of radius a whose
+ * centres are r apart, of volume pi (4a + r)(2a - r)^2 / 12. */
+static void dimer_exact(double T, double B, double d, double Rc, double *E, double *Cv)
+{
+    metro_lj_fene_model m = metro_lj_fene_model_default();
+    double a = Rc - d / 2, lo = fmax(m.r0 - m.R, d), hi = fmin(m.r0 + m.R, 2 * a);
+    const int n = 400000;
+    double h = (hi - lo) / n, z = 0, s1 = 0, s2 = 0;
+    for (int k = 0; k <= n; ++k) {
+        double r = lo + k * h;
+        double u = metro_lj_fene_dimer_u(&m, r);
+        double w = (k == 0 || k == n) ? 1 : (k & 1) ? 4 : 2;
+        if (!isfinite(u)) continue;
+        u += B * (1.0) * (-1.0) / r;
+        double g = w * r * r * M_PI * (4 * a + r) * (2 * a - r) * (2 * a - r) / 12 * exp(-u / T);
+        z += g;
+        s1 += g * u;
+        s2 += g * u * u;
+    }
+    *E = s1 / z;
+    *Cv = (s2 / z - *E * *E) / (T * T);
+}
+
+START_TEST(bonded_charged_dimer_exact)
+{
+    const double B = 1.5, d = 0.5, Rc = 3.0, temps[] = {0.4, 1.0, 2.5};
+    for (int k = 0; k < 3; ++k) {
+        char ini[2048];
+        snprintf(ini, sizeof ini,
+                 "[run]\nseed = %d\nsweeps = 400000\nequilibration = 4000\n\n"
+                 "[system]\nspecies = plus, minus\ncharges = 1, -1\ndiameters = %g\ncounts = 1, 1\nchains = 2\n"
+                 "chain_species = plus, minus\n\n"
+                 "[potential chain]\nplugin = lj_fene\n\n"
+                 "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = %g\nbjerrum = %g\n\n"
+                 "[sampler]\nplugin = metropolis\ntemperature = %g\nstep = 0.6\n\n"
+                 "[observable energy]\nplugin = energy\n",
+                 11 + k, d, Rc, B, temps[k]);
+        metro_sim *sim = metro_test_sim(ini, DEVICE, NULL, 0);
+        metro_error err = {0};
+        ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+        metro_sim_destroy(sim);
+        char path[1200];
+        snprintf(path, sizeof path, "%s/energy_stats.csv", metro_test_run_dir());
+        double e = metro_test_csv(path, 0, "E_mean"), de = metro_test_csv(path, 0, "E_err");
+        double cv = 2 * metro_test_csv(path, 0, "Cv_per_N"), dcv = 2 * metro_test_csv(path, 0, "Cv_err");
+        double ex, cvx;
+        dimer_exact(temps[k], B, d, Rc, &ex, &cvx);
+        printf("dimer (%s) T = %g: <E> = %.5f +- %.5f (exact %.5f), C_V = %.4f +- %.4f (exact %.4f)\n", DEVICE,
+               temps[k], e, de, ex, cv, dcv, cvx);
+        ck_assert_msg(de > 0 && de < 0.05, "error bar %g", de);
+        ck_assert_msg(fabs(e - ex) < 4 * de, "T = %g: <E> = %g +- %g, exact %g", temps[k], e, de, ex);
+        ck_assert_msg(fabs(cv - cvx) < 4 * dcv + 0.02 * cvx, "T = %g: C_V = %g +- %g, exact %g", temps[k], cv, dcv, cvx);
+    }
+}
+END_TEST
+
+#ifdef COMPOSE_GPU
+/* CUDA follows the CPU's chain for a composed system (same acceptances,
+ * positions within 1e-4). */
+START_TEST(cuda_equals_cpu)
+{
+    const char *ini = "[run]\nseed = 4\nsweeps = 200\n\n"
+                      "[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 24, 24\nchains = 3x8\n"
+                      "chain_species = m\n\n"
+                      "[potential chain]\nplugin = lj_fene\nspecies = m\n\n"
+                      "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 8\nbjerrum = 2\n\n"
+                      "[sampler]\nplugin = brush\nstep = 0.5\n";
+    metro_float4 *p[2];
+    long long acc[2];
+    for (int b = 0; b < 2; ++b) {
+        metro_sim *sim = metro_test_sim(ini, b ? "cuda" : "cpu", NULL, 0);
+        metro_error err = {0};
+        ck_assert_msg(metro_sim_advance(sim, 200, &err) == METRO_OK, "%s", err.msg);
+        const metro_state *st = metro_sim_state(sim, &err);
+        p[b] = malloc(sizeof *p[b] * 48);
+        memcpy(p[b], st->pos, sizeof *p[b] * 48);
+        acc[b] = st->accepted[0];
+        metro_sim_destroy(sim);
+    }
+    ck_assert_int_eq(acc[0], acc[1]);
+    double worst = 0;
+    for (int i = 0; i < 48; ++i)
+        worst = fmax(worst, fmax(fabs(p[0][i].x - p[1][i].x), fmax(fabs(p[0][i].y - p[1][i].y), fabs(p[0][i].z - p[1][i].z))));
+    ck_assert_msg(worst < 1e-4, "positions differ by %g", worst);
+    free(p[0]);
+    free(p[1]);
+}
+END_TEST
+#endif
+
+int main(void)
+{
+#ifdef COMPOSE_GPU
+    METRO_TEST_REQUIRE_GPU();
+#endif
+    Suite *s = suite_create("compose");
+    TCase *tc = tcase_create(DEVICE);
+    tcase_set_timeout(tc, 600);
+#ifndef COMPOSE_GPU
+    tcase_add_test(tc, contradictions_refused);
+#else
+    tcase_add_test(tc, cuda_equals_cpu);
+#endif
+    tcase_add_test(tc, lone_terms_are_todays_chains);
+    tcase_add_test(tc, composed_energy_consistent);
+    tcase_add_test(tc, bonded_charged_dimer_exact);
+    suite_add_tcase(s, tc);
+    return metro_test_main(s);
+}
