@@ -152,8 +152,22 @@ static int cmd_describe(const char *name)
     const metro_plugin *d = p->d;
     printf("%s %s %s: %s\n  file: %s\n  device code: %zu bytes of LTO-IR\n\n", metro__kind_name(d->kind),
            d->name, d->version, d->summary, p->path, d->device_ir_size);
-    printf("[%s]\nplugin = %s\n", d->kind == METRO_KIND_OBSERVABLE ? "observable NAME" : metro__kind_name(d->kind),
-           d->name);
+    if (d->kind == METRO_KIND_POTENTIAL) {
+        const metro_potential_api *api = d->api;
+        printf("A term of the energy: alone as [potential], or one of several [potential NAME] sections whose\n"
+               "energies add (docs/COMPOSITION.md).  Every term's energy is in the unit of the sampler's\n"
+               "temperature (k_B = 1); a Coulomb term's bjerrum is the Bjerrum length at T = 1, so at T\n"
+               "the coupling is bjerrum / T.  %s%s\n\n",
+               api->flags & METRO_POTENTIAL_BONDS ? "It defines bonds: it owns the bonded pairs of the [system] "
+                                                    "chains.  " : "",
+               api->pair && api->external ? "It can be composed with other terms."
+                                          : "It has no per-pair functions: only as the run's one potential.");
+        printf("[potential NAME]\nplugin = %s\nspecies = ...    ; the [system] species it acts on (optional: all)\n",
+               d->name);
+    } else {
+        printf("[%s]\nplugin = %s\n", d->kind == METRO_KIND_OBSERVABLE ? "observable NAME" : metro__kind_name(d->kind),
+               d->name);
+    }
     if (d->kind == METRO_KIND_OBSERVABLE) printf("every = 1        ; measure every this many sweeps (integer >= 1)\n");
     char allowed[1024];
     for (int i = 0; d->params && d->params[i].name; ++i) {
