@@ -103,10 +103,15 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
                  * lanes 4-5 (0-1 when G = 4).  A select keeps what counts. */
                 {
                     const int nb = (lane & 2) ? i + 1 : i - 1;
-                    const bool bond = a.chain && lane < 4 && nb >= 0 && nb < n && metro_bonded(nb < i ? nb : i);
+                    /* the partner loop skipped i-1 and i+1: here they
+                     * interact as bonded neighbours, or (at a chain's end)
+                     * as any pair */
+                    const bool near = a.chain && lane < 4 && nb >= 0 && nb < n;
                     const float4 me = (lane & 1) ? old : nw;
-                    const float eb = metro_bond_energy(me, chain[nb < 0 ? 0 : (nb >= n ? n - 1 : nb)]);
-                    part += bond ? ((lane & 1) ? -eb : eb) : 0.0f;
+                    const float4 other = chain[nb < 0 ? 0 : (nb >= n ? n - 1 : nb)];
+                    const float eb = metro_bonded(nb < i ? nb : i) ? metro_bond_energy(me, other)
+                                                                   : metro_pair_energy(me, other);
+                    part += near ? ((lane & 1) ? -eb : eb) : 0.0f;
                     const int xl = G > 4 ? lane - 4 : lane;
                     const float ex = metro_external_energy(xl == 1 ? old : nw);
                     part += xl == 0 ? ex : (xl == 1 ? -ex : 0.0f);
