@@ -6,73 +6,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline double ipow(double x, int e)
-{
-    double r = 1.0;
-    for (int k = 0; k < e; ++k) r *= x;
-    return r;
-}
-
-static int ncoef_of(int p)
-{
-    return (p + 1) * (p + 2) * (p + 3) / 6;
-}
-
 static size_t cells_of(const hier_tree *t, int l)
 {
     return (size_t)t->m[l] * (size_t)t->m[l] * (size_t)t->m[l];
 }
 
-/* The multi-index tables, degree by degree (kx descending, then ky). */
-static int build_indices(hier_tree *t)
+/* The layout of the moments (column by column, hier_tree.h) and the
+ * factors of the solid harmonics' recurrences (add_moments, expand). */
+static void build_tables(hier_tree *t)
 {
-    const int p = t->p, nc = t->ncoef;
-    t->k = malloc((size_t)nc * sizeof *t->k);
-    t->prev1 = malloc((size_t)nc * sizeof *t->prev1);
-    t->prev2 = malloc((size_t)nc * sizeof *t->prev2);
-    t->deg = malloc((size_t)nc * sizeof *t->deg);
-    if (!t->k || !t->prev1 || !t->prev2 || !t->deg) return -1;
-    int c = 0;
-    for (int d = 0; d <= p; ++d) {
-        t->deg_start[d] = c;
-        for (int kx = d; kx >= 0; --kx)
-            for (int ky = d - kx; ky >= 0; --ky) {
-                t->k[c][0] = (signed char)kx;
-                t->k[c][1] = (signed char)ky;
-                t->k[c][2] = (signed char)(d - kx - ky);
-                t->deg[c] = d;
-                ++c;
-            }
+    const int pm = t->pm;
+    int off = 0;
+    for (int m = 0; m <= pm; ++m) {
+        t->col[m] = off;
+        off += (m ? 2 : 1) * (pm + 1 - m);
     }
-    t->deg_start[p + 1] = c;
-    /* the recurrence's factors -(2n - 1)/n and -(n - 1)/n */
-    t->f1 = malloc((size_t)nc * sizeof *t->f1);
-    t->f2 = malloc((size_t)nc * sizeof *t->f2);
-    if (!t->f1 || !t->f2) return -1;
-    for (int q = 0; q < nc; ++q) {
-        const double n = q ? (double)t->deg[q] : 1.0;
-        t->f1[q] = -(2.0 * n - 1.0) / n;
-        t->f2[q] = -(n - 1.0) / n;
+    t->col[pm + 1] = off;
+    t->ncoef = off; /* = (pm + 1)^2 */
+    double fact[2 * HIER_MAX_DEG + 2];
+    fact[0] = 1.0;
+    for (int k = 1; k < 2 * HIER_MAX_DEG + 2; ++k) fact[k] = fact[k - 1] * (double)k;
+    for (int n = 0; n <= pm; ++n) {
+        t->ic1[n] = 2.0 * n - 1.0;
+        for (int m = 0; m <= n; ++m) {
+            /* R_n^m = ((2n-1) s_z R_{n-1}^m - |s|^2 R_{n-2}^m) / ((n-m)(n+m)) */
+            const double den = (double)((n - m) * (n + m));
+            t->rc1[n][m] = n > m ? (2.0 * n - 1.0) / den : 0.0;
+            t->rc2[n][m] = n > m ? 1.0 / den : 0.0;
+            /* I_n^m = ((2n-1) y_z I_{n-1}^m - (n+m-1)(n-m-1) I_{n-2}^m) / |y|^2 */
+            t->ic2[n][m] = (double)((n + m - 1) * (n - m - 1));
+            t->gw[n][m] = fact[n - m] * fact[n + m] * (m ? 2.0 : 1.0);
+        }
     }
-    /* k - e_a and k - 2 e_a by search: tables are small (<= 455 entries) */
-    for (int a = 0; a < nc; ++a)
-        for (int ax = 0; ax < 3; ++ax)
-            for (int step = 1; step <= 2; ++step) {
-                int want[3] = {t->k[a][0], t->k[a][1], t->k[a][2]};
-                want[ax] -= step;
-                int found = nc; /* absent: the zero slot past the end (expand) */
-                if (want[ax] >= 0)
-                    for (int b = 0; b < nc; ++b)
-                        if (t->k[b][0] == want[0] && t->k[b][1] == want[1] && t->k[b][2] == want[2]) {
-                            found = b;
-                            break;
-                        }
-                if (step == 1)
-                    t->prev1[a][ax] = found;
-                else
-                    t->prev2[a][ax] = found;
-            }
-    return 0;
 }
 
 int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_hs_params *prm, int p, int p_lo,
@@ -81,14 +46,14 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
     memset(t, 0, sizeof *t);
     t->n = n;
     t->p = p;
-    t->ncoef = ncoef_of(p);
+    t->pm = p + HIER_EXTRA;
     t->L = L;
     t->Rt = Rt;
     t->pos = pos;
     t->prm = prm;
     t->p_lo = p_lo < 0 ? 0 : p_lo > p ? p : p_lo;
-    t->ncoef_lo = ncoef_of(t->p_lo);
-    t->stride = t->ncoef + p + 2; /* A, B_0 ... B_p, H */
+    build_tables(t);
+    t->stride = 1 + 2 * (t->pm + 1) + t->ncoef; /* A, B_0 ... B_pm, G_0 ... G_pm, M */
     t->tol[0] = t->tol[1] = 0.0;
     for (int l = 0; l <= L; ++l) {
         t->m[l] = 1 << l;
@@ -97,7 +62,6 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
          * cell's face still lies within rho of its centre */
         t->rho[l] = 0.5 * sqrt(3.0) * t->h[l] * (1.0 + 1e-9);
     }
-    if (build_indices(t)) return -1;
     for (int l = 1; l < L; ++l) {
         t->mom[l] = malloc(cells_of(t, l) * (size_t)t->stride * sizeof(double));
         t->cnt[l] = malloc(cells_of(t, l) * sizeof(int));
@@ -138,12 +102,6 @@ void hier_tree_free(hier_tree *t)
     free(t->next);
     free(t->prev);
     free(t->leaf);
-    free(t->k);
-    free(t->prev1);
-    free(t->prev2);
-    free(t->deg);
-    free(t->f1);
-    free(t->f2);
     memset(t, 0, sizeof *t);
 }
 
@@ -163,45 +121,98 @@ static inline double centre(const hier_tree *t, int l, int i)
     return -t->Rt + ((double)i + 0.5) * t->h[l];
 }
 
-/* Add sign * (particle a) to the moments of its cell at level l.  The
- * stored moments carry (-1)^|k|, so evaluation is a plain dot product. */
+/* The norms G_n of the degree-n moments from M (DESIGN.md, "The error
+ * bound"): G_n^2 = Σ_m (n-|m|)!(n+|m|)! |M_n^|m||^2 over m = -n ... n, the
+ * largest value of |Σ_j z_j s_j^n P_n(cos γ_j)| over all directions. */
+static void cell_norms(const hier_tree *t, double *M)
+{
+    const int pm = t->pm;
+    double *G = M + 1 + (pm + 1);
+    const double *H = M + 1 + 2 * (pm + 1);
+    double g2[HIER_MAX_DEG + 1];
+    for (int n = 0; n <= pm; ++n) g2[n] = t->gw[n][0] * H[n] * H[n];
+    for (int m = 1; m <= pm; ++m) {
+        const double *c = H + t->col[m];
+        for (int n = m; n <= pm; ++n) {
+            const double re = c[2 * (n - m)], im = c[2 * (n - m) + 1];
+            g2[n] += t->gw[n][m] * (re * re + im * im);
+        }
+    }
+    for (int n = 0; n <= pm; ++n) G[n] = sqrt(g2[n]);
+}
+
+/* Add sign * (particle a) to the moments of its cell at level l: A, the
+ * B_q, and M_n^m += z R_n^m(s), s = a - c, with the regular solid harmonics
+ *   R_n^m(s) = |s|^n P_n^m(cos α) e^(imφ) / (n+m)!   (P_n^m without the
+ *   Condon-Shortley phase), from their recurrences (no division by |s|, so
+ *   a particle at the centre is fine):
+ *   R_0^0 = 1,  R_m^m = (s_x + i s_y) / (2m) R_(m-1)^(m-1),
+ *   R_n^m = ((2n-1) s_z R_(n-1)^m - |s|^2 R_(n-2)^m) / ((n-m)(n+m)).
+ * With the irregular I_n^m(y) = (n-m)! P_n^m(cos β) e^(imφ) / |y|^(n+1) the
+ * addition theorem of the Legendre polynomials gives
+ *   |s|^n P_n(cos γ) / |y|^(n+1) = Σ_(m=-n..n) conj(R_n^m(s)) I_n^m(y),
+ * the degree-n term of 1/|y - s| in (p+1)^2 reals per order p instead of
+ * the Cartesian C(p+3,3).  Only m >= 0 is stored: the -m terms are the
+ * conjugates. */
 static void add_moments(hier_tree *t, int l, metro_float4 a, double sign)
 {
     const int ix = hier_coord(t, l, a.x), iy = hier_coord(t, l, a.y), iz = hier_coord(t, l, a.z);
     const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
     double *M = t->mom[l] + c * (size_t)t->stride;
+    const int pm = t->pm;
     const double z = (double)charge(t, a);
-    const double sv[3] = {(double)a.x - centre(t, l, ix), (double)a.y - centre(t, l, iy),
-                          (double)a.z - centre(t, l, iz)};
-    const double r2 = sv[0] * sv[0] + sv[1] * sv[1] + sv[2] * sv[2];
+    const double sx = (double)a.x - centre(t, l, ix), sy = (double)a.y - centre(t, l, iy),
+                 sz = (double)a.z - centre(t, l, iz);
+    const double r2 = sx * sx + sy * sy + sz * sz;
     const double s = sqrt(r2);
     M[0] += sign * fabs(z);
-    /* B_q = Σ|z| s^(q+1), q = 0 ... p: the truncation bound of every order */
+    /* B_q = Σ|z| s^(q+1), q = 0 ... pm: the Legendre tail of every order */
     {
         double sq = s;
-        for (int q = 0; q <= t->p; ++q, sq *= s) M[1 + q] += sign * fabs(z) * sq;
+        for (int q = 0; q <= pm; ++q, sq *= s) M[1 + q] += sign * fabs(z) * sq;
     }
-    double *Hm = M + t->p + 2;
-    /* The harmonic moments: b_k(s) = |s|^(2|k|+1) a_k(s), polynomials in s
-     * from the recurrence of a_k multiplied through by |s|^(2|k|-1) (no
-     * division, so a particle at the centre is fine):
-     *   |k| b_k = -(2|k|-1) Σ_a s_a b_{k-e_a} - (|k|-1) |s|^2 Σ_a b_{k-2e_a}.
-     * The degree-n part of 1/|y - s| is Σ_{|k|=n} (-1)^n b_k(s) y^k / |y|^(2n+1)
-     * (the Legendre term |s|^n P_n / |y|^(n+1) is symmetric in s and y up to
-     * the factor (|s|/|y|)^(2n+1)), so a cell stores H_k = Σ_j z_j (-1)^n b_k(s_j)
-     * and a far point costs one polynomial in y (expand). */
-    double bk[(HIER_MAX_ORDER + 1) * (HIER_MAX_ORDER + 2) * (HIER_MAX_ORDER + 3) / 6 + 1];
-    bk[t->ncoef] = 0.0;
-    bk[0] = 1.0;
-    Hm[0] += sign * z;
-    for (int k = 1; k < t->ncoef; ++k) {
-        const int *p1 = t->prev1[k], *p2 = t->prev2[k];
-        bk[k] = t->f1[k] * (sv[0] * bk[p1[0]] + sv[1] * bk[p1[1]] + sv[2] * bk[p1[2]]) +
-                t->f2[k] * r2 * (bk[p2[0]] + bk[p2[1]] + bk[p2[2]]);
-        const double term = z * bk[k];
-        Hm[k] += (t->deg[k] & 1) ? -sign * term : sign * term;
+    double *H = M + 1 + 2 * (pm + 1);
+    const double zs = sign * z;
+    /* column m = 0: real */
+    {
+        double r0 = 1.0, r1 = 0.0; /* R_n^0, R_(n-1)^0 */
+        H[0] += zs;
+        for (int n = 1; n <= pm; ++n) {
+            const double rn = t->rc1[n][0] * sz * r0 - t->rc2[n][0] * r2 * r1;
+            r1 = r0;
+            r0 = rn;
+            H[n] += zs * rn;
+        }
+    }
+    double mr = 1.0, mi = 0.0; /* R_m^m */
+    for (int m = 1; m <= pm; ++m) {
+        const double f = 1.0 / (2.0 * m);
+        const double nr = f * (sx * mr - sy * mi), ni = f * (sx * mi + sy * mr);
+        mr = nr;
+        mi = ni;
+        double *cm = H + t->col[m];
+        double ar = mr, ai = mi, br = 0.0, bi = 0.0; /* R_n^m, R_(n-1)^m */
+        cm[0] += zs * ar;
+        cm[1] += zs * ai;
+        for (int n = m + 1; n <= pm; ++n) {
+            const double c1 = t->rc1[n][m] * sz, c2 = t->rc2[n][m] * r2;
+            const double xr = c1 * ar - c2 * br, xi = c1 * ai - c2 * bi;
+            br = ar;
+            bi = ai;
+            ar = xr;
+            ai = xi;
+            cm[2 * (n - m)] += zs * ar;
+            cm[2 * (n - m) + 1] += zs * ai;
+        }
     }
     t->cnt[l][c] += sign > 0 ? 1 : -1;
+}
+
+static double *cell_of(const hier_tree *t, int l, metro_float4 a)
+{
+    const int ix = hier_coord(t, l, a.x), iy = hier_coord(t, l, a.y), iz = hier_coord(t, l, a.z);
+    const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
+    return t->mom[l] + c * (size_t)t->stride;
 }
 
 static void put_slot(hier_tree *t, int k, int i)
@@ -298,6 +309,8 @@ void hier_tree_rebuild(hier_tree *t)
         link_leaf(t, i);
         for (int l = 1; l < t->L; ++l) add_moments(t, l, t->pos[i], 1.0);
     }
+    for (int l = 1; l < t->L; ++l)
+        for (size_t c = 0; c < cells_of(t, l); ++c) cell_norms(t, t->mom[l] + c * (size_t)t->stride);
 }
 
 void hier_tree_move(hier_tree *t, int i, metro_float4 old)
@@ -307,6 +320,9 @@ void hier_tree_move(hier_tree *t, int i, metro_float4 old)
     for (int l = 1; l < t->L; ++l) {
         add_moments(t, l, old, -1.0);
         add_moments(t, l, t->pos[i], 1.0);
+        double *a = cell_of(t, l, old), *b = cell_of(t, l, t->pos[i]);
+        cell_norms(t, a);
+        if (b != a) cell_norms(t, b);
     }
 }
 
@@ -386,33 +402,83 @@ static void direct(walk *w, size_t c)
     r->direct += m;
 }
 
-/* The expansion of one far cell at y = x - c, order p: with the harmonic
- * moments H (add_moments),
- *   Σ_{n<=p} |y|^-(2n+1) Σ_{|k|=n} H_k y^k,
- * the multi-indices in the order of build_indices (degree, then kx and ky
- * descending). */
-static double expand(const double *H, const double y[3], double d, int p)
+/* The expansion of one far cell at y = x - c to order q: with the moments
+ * M_n^m (add_moments) and the irregular solid harmonics of y,
+ *   Σ_(n<=q) [M_n^0 I_n^0 + 2 Σ_(m>=1) Re(conj(M_n^m) I_n^m)],
+ *   I_0^0 = 1/|y|,  I_m^m = (2m-1) (y_x + i y_y) / |y|^2 I_(m-1)^(m-1),
+ *   I_n^m = ((2n-1) y_z I_(n-1)^m - (n+m-1)(n-m-1) I_(n-2)^m) / |y|^2,
+ * column by column as the moments are laid out. */
+static double expand(const hier_tree *t, const double *H, const double y[3], double d, int q)
 {
-    double px[HIER_MAX_ORDER + 1], py[HIER_MAX_ORDER + 1], pz[HIER_MAX_ORDER + 1];
-    px[0] = py[0] = pz[0] = 1.0;
-    for (int e = 1; e <= p; ++e) {
-        px[e] = px[e - 1] * y[0];
-        py[e] = py[e - 1] * y[1];
-        pz[e] = pz[e - 1] * y[2];
-    }
     const double inv = 1.0 / d, inv2 = inv * inv;
-    double q = inv, phi = 0.0;
-    int idx = 0;
-    for (int n = 0; n <= p; ++n) {
-        double sn = 0.0;
-        for (int kx = n; kx >= 0; --kx) {
-            const double ax = px[kx];
-            for (int ky = n - kx; ky >= 0; --ky) sn += H[idx++] * (ax * py[ky]) * pz[n - kx - ky];
+    const double ux = y[0] * inv2, uy = y[1] * inv2, uz = y[2] * inv2;
+    double phi;
+    {
+        double i0 = inv, i1 = 0.0; /* I_n^0, I_(n-1)^0 */
+        double acc = H[0] * i0;
+        for (int n = 1; n <= q; ++n) {
+            const double in = t->ic1[n] * uz * i0 - t->ic2[n][0] * inv2 * i1;
+            i1 = i0;
+            i0 = in;
+            acc += H[n] * in;
         }
-        phi += sn * q;
-        q *= inv2;
+        phi = acc;
     }
-    return phi;
+    double mr = inv, mi = 0.0; /* I_m^m */
+    double acc2 = 0.0;
+    for (int m = 1; m <= q; ++m) {
+        const double f = 2.0 * m - 1.0;
+        const double nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
+        mr = nr;
+        mi = ni;
+        const double *cm = H + t->col[m];
+        double ar = mr, ai = mi, br = 0.0, bi = 0.0;
+        double acc = cm[0] * ar + cm[1] * ai;
+        for (int n = m + 1; n <= q; ++n) {
+            const double c1 = t->ic1[n] * uz, c2 = t->ic2[n][m] * inv2;
+            const double xr = c1 * ar - c2 * br, xi = c1 * ai - c2 * bi;
+            br = ar;
+            bi = ai;
+            ar = xr;
+            ai = xi;
+            acc += cm[2 * (n - m)] * ar + cm[2 * (n - m) + 1] * ai;
+        }
+        acc2 += acc;
+    }
+    return phi + 2.0 * acc2;
+}
+
+/* The truncation bound of a far cell (moments M, distance d > rho) at
+ * order q (DESIGN.md, "The error bound"): the degrees q+1 ... pm through
+ * their norms, |term_n| <= G_n / d^(n+1), the rest by Legendre's
+ * per-source bound B_pm / (d^(pm+1) (d - rho)).  G_n and B_q are kept
+ * incrementally: each is allowed 1e-6 relative and 1e-9 A rho^(n) absolute
+ * for its drift, and capped by what bounds it exactly (G_n <= Σ|z| s^n =
+ * B_(n-1) <= A rho^n). */
+static double trunc_bound(const hier_tree *t, const double *M, double d, double rho, int q)
+{
+    const int pm = t->pm;
+    const double A = M[0] > 0 ? M[0] : 0.0;
+    const double *B = M + 1, *G = M + 1 + (pm + 1);
+    double rn = 1.0, dn = d; /* rho^n, d^(n+1) */
+    for (int n = 0; n <= q; ++n) rn *= rho, dn *= d;
+    double e = 0.0;
+    for (int n = q + 1; n <= pm; ++n, rn *= rho, dn *= d) {
+        /* rn = rho^n, dn = d^(n+1) */
+        const double geo = A * rn;
+        double b = B[n - 1] * (1.0 + 1e-6) + 1e-9 * geo;
+        if (b > geo) b = geo;
+        double g = G[n] * (1.0 + 1e-6) + 1e-9 * geo;
+        if (g > b) g = b;
+        if (g < 0) g = 0;
+        e += g / dn;
+    }
+    /* now rn = rho^(pm+1), dn = d^(pm+2) */
+    const double geo = A * rn;
+    double b = B[pm] * (1.0 + 1e-6) + 1e-9 * geo;
+    if (b > geo) b = geo;
+    if (b < 0) b = 0;
+    return e + b / (dn / d) / (d - rho);
 }
 
 /* Every leaf under cell (ix, iy, iz) of level l, directly. */
@@ -454,29 +520,26 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
             const double *M = t->mom[l] + c * (size_t)t->stride;
             hier_result *r = w->r;
             /* the lowest order whose truncation bound is within tol of the
-             * cell's share of Phi (tol = 0: the highest), at most p or p_lo.
-             * Legendre remainder: each source at s <= rho from the centre
-             * contributes at most |z| (s/d)^(q+1) / (d - s); B_q = Σ|z|
-             * s^(q+1) is kept incrementally, so it is allowed a relative 1e-6
-             * and an absolute 1e-9 A rho^(q+1), and never more than
-             * A rho^(q+1), which bounds it exactly. */
+             * cell's share of Phi (tol = 0: the highest), at most p or p_lo */
             const double A = M[0] > 0 ? M[0] : 0.0;
             const int qmax = w->hi ? t->p : t->p_lo;
-            const double want = w->tol * A;
-            double dq = d, rq = rho, Eq = 0.0;
-            int q = 0;
-            for (;; ++q, dq *= d, rq *= rho) {
-                const double geo = A * rq;
-                double B = M[1 + q] * (1.0 + 1e-6) + 1e-9 * geo;
-                if (B > geo) B = geo;
-                if (B < 0) B = 0;
-                Eq = B / dq; /* times 1/(d - rho) below */
-                if (q == qmax || Eq <= want) break;
+            int q = qmax;
+            double Eq = trunc_bound(t, M, d, rho, q);
+            if (w->tol > 0.0) {
+                const double want = w->tol * A / (d - rho);
+                for (int qq = 0; qq < qmax; ++qq) {
+                    const double e = trunc_bound(t, M, d, rho, qq);
+                    if (e <= want) {
+                        q = qq;
+                        Eq = e;
+                        break;
+                    }
+                }
             }
-            r->S += expand(M + t->p + 2, y, d, q);
-            r->E += Eq / (d - rho);
+            r->S += expand(t, M + 1 + 2 * (t->pm + 1), y, d, q);
+            r->E += Eq;
             r->Phi += A / (d - rho);
-            r->adds += (q + 1) * (q + 2) * (q + 3) / 6;
+            r->adds += (q + 1) * (q + 1);
             r->cells++;
             if (w->skip >= 0 && w->skip_cell[l][0] == ix && w->skip_cell[l][1] == iy && w->skip_cell[l][2] == iz)
                 r->S -= w->skip_z / w->skip_r; /* the skipped particle is inside this cell's moments */

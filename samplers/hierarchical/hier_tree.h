@@ -4,12 +4,15 @@
  * this folder has the argument; this header only says what each piece is).
  *
  * Levels 0..L: level l cuts the cube into 2^l cells per side.  Level L
- * (the leaves) keeps each cell's particles in a doubly linked list; levels
- * 1..L-1 keep, per cell, the particle count, A = Σ|z_j|, B_q = Σ|z_j| s_j^(q+1)
- * for q = 0 ... p (s_j = |r_j - c|, c the cell centre) and the harmonic
- * moments H_k (hier_tree.c, add_moments), |k| <= p, in order of degree, so
- * that the first C(q+3,3) of them are the expansion to order q.  Level 0 is never used as a far cell (it holds
- * every particle).
+ * (the leaves) keeps each cell's particles packed (below); levels 1..L-1
+ * keep, per cell, the particle count, A = Σ|z_j|, B_q = Σ|z_j| s_j^(q+1)
+ * for q = 0 ... pm (s_j = |r_j - c|, c the cell centre), the norms G_n of
+ * the multipole moments of each degree n <= pm, and the complex multipole
+ * moments M_n^m = Σ_j z_j R_n^m(r_j - c), 0 <= m <= n <= pm, R the regular
+ * solid harmonics (hier_tree.c): (pm+1)^2 reals.  An expansion uses degrees
+ * up to p (refinements) or p_lo (first look); the degrees p+1 ... pm only
+ * bound the truncation (DESIGN.md, "The error bound").  Level 0 is never
+ * used as a far cell (it holds every particle).
  *
  * hier_eval() walks the tree from the root for a point x and returns
  *   Sf   the near partners' pair energies, each the float of
@@ -33,11 +36,16 @@
 
 #define HIER_MAX_LEVEL 10
 #define HIER_MAX_ORDER 12
+/* Degrees stored beyond the highest expansion order: their moment norms G_n
+ * bound the truncation far more tightly than Legendre's worst case. */
+#define HIER_EXTRA 2
+#define HIER_MAX_DEG (HIER_MAX_ORDER + HIER_EXTRA)
 
 typedef struct hier_tree {
     int n;                       /* particles */
-    int p, ncoef;                /* stored expansion order and (p+1)(p+2)(p+3)/6 */
-    int p_lo, ncoef_lo;          /* the highest order a first look uses */
+    int p;                       /* highest expansion order (refinements) */
+    int pm, ncoef;               /* stored degree p + HIER_EXTRA, and (pm+1)^2 reals of moments */
+    int p_lo;                    /* the highest order a first look uses */
     double tol[2];               /* per-cell relative truncation a first look (0) and a
                                     refinement (1) aim at: a far cell takes the lowest
                                     order whose bound is within tol A/(d - rho), at
@@ -47,7 +55,7 @@ typedef struct hier_tree {
     double Rt;                   /* half side of the cube */
     double h[HIER_MAX_LEVEL + 1];   /* cell side */
     double rho[HIER_MAX_LEVEL + 1]; /* radius of a ball around the centre holding the cell */
-    int stride;                  /* doubles per cell: A, B_0 ... B_p, H[ncoef] */
+    int stride;                  /* doubles per cell: A, B_0 ... B_pm, G_0 ... G_pm, M[ncoef] */
     double *mom[HIER_MAX_LEVEL + 1];
     int *cnt[HIER_MAX_LEVEL + 1];
     /* Leaves: each leaf's particles packed in [start, start + count) of the
@@ -61,13 +69,14 @@ typedef struct hier_tree {
     int *pid, *slot;
     size_t packed;                  /* capacity of the packed arrays */
     int *head, *next, *prev, *leaf;
-    /* multi-indices of degree <= p in order of degree: k[c] = (kx, ky, kz);
-     * prev1[c][a] = index of k - e_a, prev2[c][a] = index of k - 2 e_a
-     * (ncoef when absent: a zero slot); deg[c] = |k|; deg_start[d] = first index of degree d */
-    signed char (*k)[3];
-    int (*prev1)[3], (*prev2)[3];
-    int *deg, deg_start[HIER_MAX_ORDER + 2];
-    double *f1, *f2;             /* the recurrence's factors per index */
+    /* the moments of column m (0 <= m <= pm) start at col[m]: M_m^0 ... M_pm^0
+     * for m = 0, else (Re, Im) of M_n^m for n = m ... pm */
+    int col[HIER_MAX_DEG + 2];
+    /* the recurrences' factors at [n][m] (hier_tree.c) and the norm weights
+     * (n-m)!(n+m)! (times 2 for m > 0: the pair m, -m) */
+    double rc1[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1], rc2[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1];
+    double ic1[HIER_MAX_DEG + 1], ic2[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1];
+    double gw[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1];
     const metro_float4 *pos;     /* the positions (the state's array) */
     const coulomb_hs_params *prm;
     int direct_max;              /* far cells of at most this many particles (at the two
