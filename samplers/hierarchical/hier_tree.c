@@ -539,6 +539,7 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
             r->S += expand(t, M + 1 + 2 * (t->pm + 1), y, d, q);
             r->E += Eq;
             r->Phi += A / (d - rho);
+            r->Phif += A / (d - rho);
             r->adds += (q + 1) * (q + 1);
             r->cells++;
             if (w->skip >= 0 && w->skip_cell[l][0] == ix && w->skip_cell[l][1] == iy && w->skip_cell[l][2] == iz)
@@ -594,4 +595,94 @@ void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_a
         if (w.skip_r == 0.0) w.skip_r = 1.0;
     }
     visit(&w, 0, 0, 0, 0);
+}
+
+/* ---- the exact pass (hier_exact) ------------------------------------------ */
+
+/* The packed particles k0 ... k1-1 of one leaf, none of them the skipped
+ * one.  Eight running sums, so that the float part vectorizes: our own
+ * order of the additions is free (DESIGN.md: any order is within the
+ * bound).  Returns nonzero when some distance is 0 or overlaps. */
+static int exact_run(const hier_tree *t, const float x[3], const float y[3], float sa_y, float sa_z, int k0, int k1,
+                     double acc[8], double aab[8])
+{
+    int bad = 0;
+    int k = k0;
+    for (; k + 8 <= k1; k += 8) {
+        double dd[8];
+        int b8 = 0;
+        for (int v = 0; v < 8; ++v) {
+            const float bx = t->px[k + v], by = t->py[k + v], bz = t->pz[k + v];
+            const float tx = x[0] - bx, ty = x[1] - by, tz = x[2] - bz;
+            const float ox = y[0] - bx, oy = y[1] - by, oz = y[2] - bz;
+            const float rt2 = tx * tx + ty * ty + tz * tz, ro2 = ox * ox + oy * oy + oz * oz;
+            const float dmin = sa_y + t->pr[k + v], dm2 = dmin * dmin;
+            b8 |= (rt2 < dm2) | (ro2 < dm2) | (rt2 == 0.0f) | (ro2 == 0.0f);
+            const float c = sa_z * t->pq[k + v];
+            const float et = c * (1.0f / sqrtf(rt2)), eo = c * (1.0f / sqrtf(ro2));
+            dd[v] = (double)et - (double)eo;
+        }
+        bad |= b8;
+        for (int v = 0; v < 8; ++v) {
+            acc[v] += dd[v];
+            aab[v] += fabs(dd[v]);
+        }
+    }
+    for (; k < k1; ++k) {
+        const float bx = t->px[k], by = t->py[k], bz = t->pz[k];
+        const float tx = x[0] - bx, ty = x[1] - by, tz = x[2] - bz;
+        const float ox = y[0] - bx, oy = y[1] - by, oz = y[2] - bz;
+        const float rt2 = tx * tx + ty * ty + tz * tz, ro2 = ox * ox + oy * oy + oz * oz;
+        const float dmin = sa_y + t->pr[k], dm2 = dmin * dmin;
+        bad |= (rt2 < dm2) | (ro2 < dm2) | (rt2 == 0.0f) | (ro2 == 0.0f);
+        const float c = sa_z * t->pq[k];
+        const float et = c * (1.0f / sqrtf(rt2)), eo = c * (1.0f / sqrtf(ro2));
+        const double d = (double)et - (double)eo;
+        acc[0] += d;
+        aab[0] += fabs(d);
+    }
+    return bad;
+}
+
+int hier_exact(const hier_tree *t, metro_float4 tx, metro_float4 ox, int skip, double *sum, double *abs_sum)
+{
+    /* coulomb_hs_pair(p, a, b) with a = t or o (o's species: the moving
+     * ion's), b the partner: r2 = metro_dist2(a, b) (a - b per coordinate),
+     * the overlap test r2 < (sa.y + sb.y)^2, E = (sa.z * sb.x) * rsqrt(r2),
+     * rsqrt = 1.0f / sqrtf on the host */
+    const metro_float4 sa = t->prm->sp[coulomb_hs_species(ox.w)];
+    const float x[3] = {tx.x, tx.y, tx.z}, y[3] = {ox.x, ox.y, ox.z};
+    double acc[8] = {0}, aab[8] = {0};
+    const size_t nl = cells_of(t, t->L);
+    const int skip_leaf = skip >= 0 ? t->leaf[skip] : -1;
+    const int ks = skip >= 0 ? t->slot[skip] : -1;
+    for (size_t c = 0; c < nl; ++c) {
+        const int k0 = t->start[c], k1 = k0 + t->count[c];
+        if ((int)c == skip_leaf && ks >= 0) {
+            if (exact_run(t, x, y, sa.y, sa.z, k0, ks, acc, aab)) return -1;
+            if (exact_run(t, x, y, sa.y, sa.z, ks + 1, k1, acc, aab)) return -1;
+        } else if (exact_run(t, x, y, sa.y, sa.z, k0, k1, acc, aab)) {
+            return -1;
+        }
+        for (int j = t->head[c]; j >= 0; j = t->next[j]) {
+            if (j == skip) continue;
+            const metro_float4 b = t->pos[j];
+            const metro_float4 sb = t->prm->sp[coulomb_hs_species(b.w)];
+            const float rt2 = metro_dist2(tx, b), ro2 = metro_dist2(ox, b);
+            const float dmin = sa.y + sb.y;
+            if (rt2 < dmin * dmin || ro2 < dmin * dmin || rt2 == 0.0f || ro2 == 0.0f) return -1;
+            const float cc = sa.z * sb.x;
+            const double d = (double)(cc * coulomb_hs_rsqrt(rt2)) - (double)(cc * coulomb_hs_rsqrt(ro2));
+            acc[0] += d;
+            aab[0] += fabs(d);
+        }
+    }
+    double s = 0.0, a = 0.0;
+    for (int v = 0; v < 8; ++v) {
+        s += acc[v];
+        a += aab[v];
+    }
+    *sum = s;
+    *abs_sum = a;
+    return 0;
 }

@@ -87,6 +87,7 @@ typedef struct hier_result {
     double S, E, Phi;
     double Sf;       /* Σ of the directly summed partners' float pair energies (kT) */
     double Phid;     /* the directly summed part of Phi */
+    double Phif;     /* the far cells' part of Phi */
     long adds;       /* terms summed into S (for the rounding allowance) */
     long cells;      /* far cells used */
     long direct;     /* particles summed directly */
@@ -114,6 +115,16 @@ void hier_tree_move(hier_tree *t, int i, metro_float4 old);
  * hi_order: expand to order p, else to p_lo. */
 void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_at, double theta, double dcut,
                int check_overlap, int hi_order, hier_result *r);
+
+/* Every partner at once, as the reference's delta() forms its terms: for
+ * each particle j != skip the float pair energies E(t, j) and E(o, j) of
+ * coulomb_hs_pair (same operations, same bits) and their double difference
+ * d_j; *sum = Σ d_j (in an order of its own), *abs_sum = Σ |d_j|.  Returns
+ * 0, or -1 when a float distance is 0 or a hard core overlaps at t or o
+ * (the caller leaves those to the reference).  O(N): the last resort
+ * before the reference's own delta(), whose value differs from *sum only
+ * by the order of the same double additions (DESIGN.md). */
+int hier_exact(const hier_tree *t, metro_float4 tx, metro_float4 ox, int skip, double *sum, double *abs_sum);
 
 /* The cell index of coordinate v at level l (clamped into the grid). */
 static inline int hier_coord(const hier_tree *t, int l, double v)
