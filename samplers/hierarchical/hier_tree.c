@@ -6,6 +6,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The float loops over partners in 8-wide vectors where the CPU has them:
+ * AVX's sqrt and division round as SSE's and the scalar ones (IEEE), and
+ * without "fma" in the target (and with -ffp-contract=off) nothing is
+ * contracted, so the terms keep their bits. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define HIER_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HIER_CLONES
+#endif
+
 static size_t cells_of(const hier_tree *t, int l)
 {
     return (size_t)t->m[l] * (size_t)t->m[l] * (size_t)t->m[l];
@@ -343,10 +353,59 @@ typedef struct walk {
     hier_result *r;
 } walk;
 
-/* A leaf's particles one by one, as the reference computes them: the float
- * pair energy of coulomb_hs_pair (hard-core test included), summed into Sf
- * in double; Phi and Phid get |z_b| / r from the same float distance,
- * widened by 1e-6 (more than its rounding). */
+/* Packed particles k0 ... k1-1 against x: each pair energy the float of
+ * coulomb_hs_pair (the same operations on the same operands, so the same
+ * bits), summed into *sf in double, and |z_b| / r into *phi.  Eight lanes
+ * of running sums so the float part vectorizes (our order of additions is
+ * free: DESIGN.md).  Returns nonzero when some partner overlaps x's hard
+ * core or sits at distance 0 (the caller then looks again one by one). */
+HIER_CLONES static int direct_run(const hier_tree *t, float xx, float xy, float xz, float sa_y, float sa_z, int k0, int k1,
+                      double *sf, double *phi)
+{
+    double as[8] = {0}, ap[8] = {0};
+    int bad = 0, k = k0;
+    for (; k + 8 <= k1; k += 8) {
+        float e[8], q[8];
+        int b8 = 0;
+        for (int v = 0; v < 8; ++v) {
+            /* metro_dist2 and coulomb_hs_pair's test, operation for operation */
+            const float dx = xx - t->px[k + v], dy = xy - t->py[k + v], dz = xz - t->pz[k + v];
+            const float r2 = dx * dx + dy * dy + dz * dz;
+            const float dmin = sa_y + t->pr[k + v];
+            b8 |= (r2 < dmin * dmin) | (r2 == 0.0f);
+            const float inv = 1.0f / sqrtf(r2); /* coulomb_hs_rsqrt on the host */
+            e[v] = (sa_z * t->pq[k + v]) * inv;
+            q[v] = fabsf(t->pq[k + v]) * inv; /* exact: |z| is a small integer, inv a float (rounding below) */
+        }
+        bad |= b8;
+        for (int v = 0; v < 8; ++v) {
+            as[v] += (double)e[v];
+            ap[v] += (double)q[v];
+        }
+    }
+    for (; k < k1; ++k) {
+        const float dx = xx - t->px[k], dy = xy - t->py[k], dz = xz - t->pz[k];
+        const float r2 = dx * dx + dy * dy + dz * dz;
+        const float dmin = sa_y + t->pr[k];
+        bad |= (r2 < dmin * dmin) | (r2 == 0.0f);
+        const float inv = 1.0f / sqrtf(r2);
+        as[0] += (double)((sa_z * t->pq[k]) * inv);
+        ap[0] += fabs((double)t->pq[k]) * (double)inv;
+    }
+    double s0 = 0.0, p0 = 0.0;
+    for (int v = 0; v < 8; ++v) {
+        s0 += as[v];
+        p0 += ap[v];
+    }
+    *sf += s0;
+    *phi += p0;
+    return bad;
+}
+
+/* A leaf's particles, as the reference computes them: the float pair
+ * energy of coulomb_hs_pair (hard-core test included), summed into Sf in
+ * double; Phi and Phid get |z_b| / r from the same float distance, widened
+ * by 1e-6 (more than its rounding). */
 static void direct(walk *w, size_t c)
 {
     const hier_tree *t = w->t;
@@ -356,23 +415,28 @@ static void direct(walk *w, size_t c)
     const int k0 = t->start[c], k1 = k0 + t->count[c];
     const int ks = (w->skip >= 0 && t->leaf[w->skip] == (int)c) ? t->slot[w->skip] : -1;
     double sf = 0.0, phi = 0.0;
-    for (int k = k0; k < k1; ++k) {
-        if (k == ks) continue;
-        /* metro_dist2 and coulomb_hs_pair's test, operation for operation */
-        const float dx = xx - t->px[k], dy = xy - t->py[k], dz = xz - t->pz[k];
-        const float r2 = dx * dx + dy * dy + dz * dz;
-        const float dmin = sa_y + t->pr[k];
-        if (r2 < dmin * dmin || r2 == 0.0f) {
-            if (r2 == 0.0f) r->degenerate = 1; /* the reference would form inf * 0 or inf / 0 */
-            else if (w->check) r->overlap = 1;
-            else r->degenerate = 1;            /* never for an allowed configuration */
-            return;
+    int bad;
+    if (ks >= 0)
+        bad = direct_run(t, xx, xy, xz, sa_y, sa_z, k0, ks, &sf, &phi) |
+              direct_run(t, xx, xy, xz, sa_y, sa_z, ks + 1, k1, &sf, &phi);
+    else
+        bad = direct_run(t, xx, xy, xz, sa_y, sa_z, k0, k1, &sf, &phi);
+    if (bad) { /* which one, and how */
+        for (int k = k0; k < k1; ++k) {
+            if (k == ks) continue;
+            const float dx = xx - t->px[k], dy = xy - t->py[k], dz = xz - t->pz[k];
+            const float r2 = dx * dx + dy * dy + dz * dz;
+            const float dmin = sa_y + t->pr[k];
+            if (r2 == 0.0f) {
+                r->degenerate = 1; /* the reference would form inf * 0 or inf / 0 */
+                return;
+            }
+            if (r2 < dmin * dmin) {
+                if (w->check) r->overlap = 1;
+                else r->degenerate = 1; /* never for an allowed configuration */
+                return;
+            }
         }
-        /* coulomb_hs_pair of a pair that does not overlap: the same float
-         * operations on the same operands, so the same bits */
-        const float inv = coulomb_hs_rsqrt(r2);
-        sf += (double)((sa_z * t->pq[k]) * inv);
-        phi += fabs((double)t->pq[k]) * (double)inv;
     }
     long m = k1 - k0 - (ks >= 0);
     /* the overflow list: particles that moved into a full leaf */
@@ -603,7 +667,7 @@ void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_a
  * one.  Eight running sums, so that the float part vectorizes: our own
  * order of the additions is free (DESIGN.md: any order is within the
  * bound).  Returns nonzero when some distance is 0 or overlaps. */
-static int exact_run(const hier_tree *t, const float x[3], const float y[3], float sa_y, float sa_z, int k0, int k1,
+HIER_CLONES static int exact_run(const hier_tree *t, const float x[3], const float y[3], float sa_y, float sa_z, int k0, int k1,
                      double acc[8], double aab[8])
 {
     int bad = 0;
