@@ -63,7 +63,8 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
     t->prm = prm;
     t->p_lo = p_lo < 0 ? 0 : p_lo > p ? p : p_lo;
     build_tables(t);
-    t->stride = 1 + 2 * (t->pm + 1) + t->ncoef; /* A, B_0 ... B_pm, G_0 ... G_pm, M */
+    t->moff = 1 + 2 * (t->pm + 1) + (t->pm + 2);
+    t->stride = t->moff + t->ncoef; /* A, B_0 ... B_pm, G_0 ... G_pm, K_0 ... K_(pm+1), M */
     t->tol[0] = t->tol[1] = 0.0;
     for (int l = 0; l <= L; ++l) {
         t->m[l] = 1 << l;
@@ -133,12 +134,20 @@ static inline double centre(const hier_tree *t, int l, int i)
 
 /* The norms G_n of the degree-n moments from M (DESIGN.md, "The error
  * bound"): G_n^2 = Σ_m (n-|m|)!(n+|m|)! |M_n^|m||^2 over m = -n ... n, the
- * largest value of |Σ_j z_j s_j^n P_n(cos γ_j)| over all directions. */
-static void cell_norms(const hier_tree *t, double *M)
+ * largest value of |Σ_j z_j s_j^n P_n(cos γ_j)| over all directions; and
+ * from them the truncation bound's coefficients (trunc_bound):
+ *   K_n = min(G_n (1 + 1e-6) + 1e-9 A rho^n, B'_(n-1)), n = 1 ... pm,
+ *   K_(pm+1) = B'_pm,  B'_q = min(B_q (1 + 1e-6) + 1e-9 A rho^(q+1), A rho^(q+1)):
+ * G_n and B_q are kept incrementally, so each is allowed 1e-6 relative and
+ * 1e-9 A rho^n absolute for its drift, and capped by what bounds it
+ * exactly (G_n <= Σ|z| s^n = B_(n-1) <= A rho^n). */
+static void cell_norms(const hier_tree *t, int l, double *M)
 {
     const int pm = t->pm;
-    double *G = M + 1 + (pm + 1);
-    const double *H = M + 1 + 2 * (pm + 1);
+    const double A = M[0] > 0 ? M[0] : 0.0;
+    const double *B = M + 1;
+    double *G = M + 1 + (pm + 1), *K = M + 1 + 2 * (pm + 1);
+    const double *H = M + t->moff;
     double g2[HIER_MAX_DEG + 1];
     for (int n = 0; n <= pm; ++n) g2[n] = t->gw[n][0] * H[n] * H[n];
     for (int m = 1; m <= pm; ++m) {
@@ -149,6 +158,22 @@ static void cell_norms(const hier_tree *t, double *M)
         }
     }
     for (int n = 0; n <= pm; ++n) G[n] = sqrt(g2[n]);
+    const double rho = t->rho[l];
+    double rn = 1.0; /* rho^n */
+    K[0] = A;
+    for (int n = 1; n <= pm + 1; ++n) {
+        rn *= rho;
+        const double geo = A * rn;
+        double b = B[n - 1] * (1.0 + 1e-6) + 1e-9 * geo;
+        if (b > geo) b = geo;
+        if (b < 0) b = 0;
+        if (n <= pm) {
+            double g = G[n] * (1.0 + 1e-6) + 1e-9 * geo;
+            K[n] = g < b ? g : b;
+        } else {
+            K[n] = b;
+        }
+    }
 }
 
 /* Add sign * (particle a) to the moments of its cell at level l: A, the
@@ -181,7 +206,7 @@ static void add_moments(hier_tree *t, int l, metro_float4 a, double sign)
         double sq = s;
         for (int q = 0; q <= pm; ++q, sq *= s) M[1 + q] += sign * fabs(z) * sq;
     }
-    double *H = M + 1 + 2 * (pm + 1);
+    double *H = M + t->moff;
     const double zs = sign * z;
     /* column m = 0: real */
     {
@@ -320,7 +345,7 @@ void hier_tree_rebuild(hier_tree *t)
         for (int l = 1; l < t->L; ++l) add_moments(t, l, t->pos[i], 1.0);
     }
     for (int l = 1; l < t->L; ++l)
-        for (size_t c = 0; c < cells_of(t, l); ++c) cell_norms(t, t->mom[l] + c * (size_t)t->stride);
+        for (size_t c = 0; c < cells_of(t, l); ++c) cell_norms(t, l, t->mom[l] + c * (size_t)t->stride);
 }
 
 void hier_tree_move(hier_tree *t, int i, metro_float4 old)
@@ -331,8 +356,8 @@ void hier_tree_move(hier_tree *t, int i, metro_float4 old)
         add_moments(t, l, old, -1.0);
         add_moments(t, l, t->pos[i], 1.0);
         double *a = cell_of(t, l, old), *b = cell_of(t, l, t->pos[i]);
-        cell_norms(t, a);
-        if (b != a) cell_norms(t, b);
+        cell_norms(t, l, a);
+        if (b != a) cell_norms(t, l, b);
     }
 }
 
@@ -472,9 +497,9 @@ static void direct(walk *w, size_t c)
  *   I_0^0 = 1/|y|,  I_m^m = (2m-1) (y_x + i y_y) / |y|^2 I_(m-1)^(m-1),
  *   I_n^m = ((2n-1) y_z I_(n-1)^m - (n+m-1)(n-m-1) I_(n-2)^m) / |y|^2,
  * column by column as the moments are laid out. */
-static double expand(const hier_tree *t, const double *H, const double y[3], double d, int q)
+static double expand(const hier_tree *t, const double *H, const double y[3], double inv, int q)
 {
-    const double inv = 1.0 / d, inv2 = inv * inv;
+    const double inv2 = inv * inv;
     const double ux = y[0] * inv2, uy = y[1] * inv2, uz = y[2] * inv2;
     double phi;
     {
@@ -514,35 +539,23 @@ static double expand(const hier_tree *t, const double *H, const double y[3], dou
 
 /* The truncation bound of a far cell (moments M, distance d > rho) at
  * order q (DESIGN.md, "The error bound"): the degrees q+1 ... pm through
- * their norms, |term_n| <= G_n / d^(n+1), the rest by Legendre's
- * per-source bound B_pm / (d^(pm+1) (d - rho)).  G_n and B_q are kept
- * incrementally: each is allowed 1e-6 relative and 1e-9 A rho^(n) absolute
- * for its drift, and capped by what bounds it exactly (G_n <= Σ|z| s^n =
- * B_(n-1) <= A rho^n). */
-static double trunc_bound(const hier_tree *t, const double *M, double d, double rho, int q)
+ * their norms, |term_n| <= K_n / d^(n+1), the rest by Legendre's
+ * per-source bound K_(pm+1) / (d^(pm+1) (d - rho)) (cell_norms), summed
+ * by Horner in v = 1/d (all terms positive); idr = 1/(d - rho). */
+static double trunc_bound(const hier_tree *t, const double *M, double v, double idr, int q)
 {
     const int pm = t->pm;
-    const double A = M[0] > 0 ? M[0] : 0.0;
-    const double *B = M + 1, *G = M + 1 + (pm + 1);
-    double rn = 1.0, dn = d; /* rho^n, d^(n+1) */
-    for (int n = 0; n <= q; ++n) rn *= rho, dn *= d;
-    double e = 0.0;
-    for (int n = q + 1; n <= pm; ++n, rn *= rho, dn *= d) {
-        /* rn = rho^n, dn = d^(n+1) */
-        const double geo = A * rn;
-        double b = B[n - 1] * (1.0 + 1e-6) + 1e-9 * geo;
-        if (b > geo) b = geo;
-        double g = G[n] * (1.0 + 1e-6) + 1e-9 * geo;
-        if (g > b) g = b;
-        if (g < 0) g = 0;
-        e += g / dn;
+    const double *K = M + 1 + 2 * (pm + 1);
+    if (q >= pm) { /* never with HIER_EXTRA >= 1: the tail alone */
+        double vp = v;
+        for (int n = 0; n < pm; ++n) vp *= v;
+        return vp * K[pm + 1] * idr;
     }
-    /* now rn = rho^(pm+1), dn = d^(pm+2) */
-    const double geo = A * rn;
-    double b = B[pm] * (1.0 + 1e-6) + 1e-9 * geo;
-    if (b > geo) b = geo;
-    if (b < 0) b = 0;
-    return e + b / (dn / d) / (d - rho);
+    double h = K[pm] + K[pm + 1] * idr; /* the coefficient of v^(pm+1) */
+    for (int n = pm - 1; n > q; --n) h = K[n] + v * h;
+    double vq = v * v; /* v^(q+2) */
+    for (int n = 0; n < q; ++n) vq *= v;
+    return vq * h;
 }
 
 /* Every leaf under cell (ix, iy, iz) of level l, directly. */
@@ -588,11 +601,13 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
             const double A = M[0] > 0 ? M[0] : 0.0;
             const int qmax = w->hi ? t->p : t->p_lo;
             int q = qmax;
-            double Eq = trunc_bound(t, M, d, rho, q);
+            /* one division each, shared by the bound, Phi and the expansion */
+            const double v = 1.0 / d, idr = 1.0 / (d - rho);
+            double Eq = trunc_bound(t, M, v, idr, q);
             if (w->tol > 0.0) {
-                const double want = w->tol * A / (d - rho);
+                const double want = w->tol * A * idr;
                 for (int qq = 0; qq < qmax; ++qq) {
-                    const double e = trunc_bound(t, M, d, rho, qq);
+                    const double e = trunc_bound(t, M, v, idr, qq);
                     if (e <= want) {
                         q = qq;
                         Eq = e;
@@ -600,10 +615,10 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
                     }
                 }
             }
-            r->S += expand(t, M + 1 + 2 * (t->pm + 1), y, d, q);
+            r->S += expand(t, M + t->moff, y, v, q);
             r->E += Eq;
-            r->Phi += A / (d - rho);
-            r->Phif += A / (d - rho);
+            r->Phi += A * idr;
+            r->Phif += A * idr;
             r->adds += (q + 1) * (q + 1);
             r->cells++;
             if (w->skip >= 0 && w->skip_cell[l][0] == ix && w->skip_cell[l][1] == iy && w->skip_cell[l][2] == iz)

@@ -7,7 +7,8 @@
  * (the leaves) keeps each cell's particles packed (below); levels 1..L-1
  * keep, per cell, the particle count, A = Σ|z_j|, B_q = Σ|z_j| s_j^(q+1)
  * for q = 0 ... pm (s_j = |r_j - c|, c the cell centre), the norms G_n of
- * the multipole moments of each degree n <= pm, and the complex multipole
+ * the multipole moments of each degree n <= pm, the truncation bound's
+ * coefficients K_n (hier_tree.c, cell_norms), and the complex multipole
  * moments M_n^m = Σ_j z_j R_n^m(r_j - c), 0 <= m <= n <= pm, R the regular
  * solid harmonics (hier_tree.c): (pm+1)^2 reals.  An expansion uses degrees
  * up to p (refinements) or p_lo (first look); the degrees p+1 ... pm only
@@ -55,7 +56,8 @@ typedef struct hier_tree {
     double Rt;                   /* half side of the cube */
     double h[HIER_MAX_LEVEL + 1];   /* cell side */
     double rho[HIER_MAX_LEVEL + 1]; /* radius of a ball around the centre holding the cell */
-    int stride;                  /* doubles per cell: A, B_0 ... B_pm, G_0 ... G_pm, M[ncoef] */
+    int stride;                  /* doubles per cell: A, B_0 ... B_pm, G_0 ... G_pm, K_0 ... K_(pm+1), M[ncoef] */
+    int moff;                    /* where M starts in a cell */
     double *mom[HIER_MAX_LEVEL + 1];
     int *cnt[HIER_MAX_LEVEL + 1];
     /* Leaves: each leaf's particles packed in [start, start + count) of the
