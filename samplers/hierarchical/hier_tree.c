@@ -16,6 +16,11 @@
 #define HIER_CLONES
 #endif
 
+/* Four lanes of doubles (GCC/Clang vector extension; SSE pairs where there
+ * is no AVX): the batched recurrences below run one lane per cell or per
+ * particle, each lane the same IEEE operations as the scalar code. */
+typedef double v4d __attribute__((vector_size(32)));
+
 static size_t cells_of(const hier_tree *t, int l)
 {
     return (size_t)t->m[l] * (size_t)t->m[l] * (size_t)t->m[l];
@@ -176,8 +181,9 @@ static void cell_norms(const hier_tree *t, int l, double *M)
     }
 }
 
-/* Add sign * (particle a) to the moments of its cell at level l: A, the
- * B_q, and M_n^m += z R_n^m(s), s = a - c, with the regular solid harmonics
+/* A particle a (with a sign) enters the moments of its cell at level l
+ * (moments4): A, the B_q, and M_n^m += z R_n^m(s), s = a - c, with the
+ * regular solid harmonics
  *   R_n^m(s) = |s|^n P_n^m(cos α) e^(imφ) / (n+m)!   (P_n^m without the
  *   Condon-Shortley phase), from their recurrences (no division by |s|, so
  *   a particle at the centre is fine):
@@ -189,58 +195,100 @@ static void cell_norms(const hier_tree *t, int l, double *M)
  * the degree-n term of 1/|y - s| in (p+1)^2 reals per order p instead of
  * the Cartesian C(p+3,3).  Only m >= 0 is stored: the -m terms are the
  * conjugates. */
-static void add_moments(hier_tree *t, int l, metro_float4 a, double sign)
+/* Four (cell, particle, sign) at once: the recurrences lane by lane,
+ * vectorized across the four, then added to each cell in lane order (two
+ * lanes may share a cell).  Lanes with M == NULL are padding. */
+typedef struct mjob {
+    double *M;
+    double sx, sy, sz, z, sign;
+} mjob;
+
+HIER_CLONES static void moments4(const hier_tree *t, const mjob *j)
 {
-    const int ix = hier_coord(t, l, a.x), iy = hier_coord(t, l, a.y), iz = hier_coord(t, l, a.z);
-    const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
-    double *M = t->mom[l] + c * (size_t)t->stride;
     const int pm = t->pm;
-    const double z = (double)charge(t, a);
-    const double sx = (double)a.x - centre(t, l, ix), sy = (double)a.y - centre(t, l, iy),
-                 sz = (double)a.z - centre(t, l, iz);
-    const double r2 = sx * sx + sy * sy + sz * sz;
-    const double s = sqrt(r2);
-    M[0] += sign * fabs(z);
-    /* B_q = Σ|z| s^(q+1), q = 0 ... pm: the Legendre tail of every order */
+    v4d R[(HIER_MAX_DEG + 1) * (HIER_MAX_DEG + 1)];
+    v4d Bq[HIER_MAX_DEG + 1];
+    const v4d sx = {j[0].sx, j[1].sx, j[2].sx, j[3].sx}, sy = {j[0].sy, j[1].sy, j[2].sy, j[3].sy},
+              sz = {j[0].sz, j[1].sz, j[2].sz, j[3].sz};
+    const v4d r2 = sx * sx + sy * sy + sz * sz;
+    const v4d s = {sqrt(r2[0]), sqrt(r2[1]), sqrt(r2[2]), sqrt(r2[3])};
+    const v4d zs = {j[0].sign * j[0].z, j[1].sign * j[1].z, j[2].sign * j[2].z, j[3].sign * j[3].z};
+    const v4d az = {j[0].sign * fabs(j[0].z), j[1].sign * fabs(j[1].z), j[2].sign * fabs(j[2].z),
+                    j[3].sign * fabs(j[3].z)};
     {
-        double sq = s;
-        for (int q = 0; q <= pm; ++q, sq *= s) M[1 + q] += sign * fabs(z) * sq;
-    }
-    double *H = M + t->moff;
-    const double zs = sign * z;
-    /* column m = 0: real */
-    {
-        double r0 = 1.0, r1 = 0.0; /* R_n^0, R_(n-1)^0 */
-        H[0] += zs;
-        for (int n = 1; n <= pm; ++n) {
-            const double rn = t->rc1[n][0] * sz * r0 - t->rc2[n][0] * r2 * r1;
-            r1 = r0;
-            r0 = rn;
-            H[n] += zs * rn;
+        v4d sq = s;
+        for (int q = 0; q <= pm; ++q) {
+            Bq[q] = az * sq;
+            sq *= s;
         }
     }
-    double mr = 1.0, mi = 0.0; /* R_m^m */
+    const v4d zero = {0.0, 0.0, 0.0, 0.0}, one = {1.0, 1.0, 1.0, 1.0};
+    {
+        v4d r0 = one, r1 = zero;
+        R[0] = one;
+        for (int n = 1; n <= pm; ++n) {
+            const v4d rn = t->rc1[n][0] * sz * r0 - t->rc2[n][0] * r2 * r1;
+            r1 = r0;
+            r0 = rn;
+            R[n] = rn;
+        }
+    }
+    v4d mr = one, mi = zero;
     for (int m = 1; m <= pm; ++m) {
         const double f = 1.0 / (2.0 * m);
-        const double nr = f * (sx * mr - sy * mi), ni = f * (sx * mi + sy * mr);
+        const int off = t->col[m];
+        const v4d nr = f * (sx * mr - sy * mi), ni = f * (sx * mi + sy * mr);
         mr = nr;
         mi = ni;
-        double *cm = H + t->col[m];
-        double ar = mr, ai = mi, br = 0.0, bi = 0.0; /* R_n^m, R_(n-1)^m */
-        cm[0] += zs * ar;
-        cm[1] += zs * ai;
+        v4d ar = nr, ai = ni, br = zero, bi = zero;
+        R[off] = nr;
+        R[off + 1] = ni;
         for (int n = m + 1; n <= pm; ++n) {
-            const double c1 = t->rc1[n][m] * sz, c2 = t->rc2[n][m] * r2;
-            const double xr = c1 * ar - c2 * br, xi = c1 * ai - c2 * bi;
+            const v4d e1 = t->rc1[n][m] * sz, e2 = t->rc2[n][m] * r2;
+            const v4d xr = e1 * ar - e2 * br, xi = e1 * ai - e2 * bi;
             br = ar;
             bi = ai;
             ar = xr;
             ai = xi;
-            cm[2 * (n - m)] += zs * ar;
-            cm[2 * (n - m) + 1] += zs * ai;
+            const int k = off + 2 * (n - m);
+            R[k] = xr;
+            R[k + 1] = xi;
         }
     }
+    for (int v = 0; v < 4; ++v) {
+        double *M = j[v].M;
+        if (!M) continue;
+        M[0] += az[v];
+        for (int q = 0; q <= pm; ++q) M[1 + q] += Bq[q][v];
+        double *H = M + t->moff;
+        const double z = zs[v];
+        for (int k = 0; k < t->ncoef; ++k) H[k] += z * R[k][v];
+    }
+}
+
+/* A queue of moment updates, expanded four at a time. */
+typedef struct mqueue {
+    mjob j[4];
+    int n;
+} mqueue;
+
+static void mqueue_flush(const hier_tree *t, mqueue *q)
+{
+    if (!q->n) return;
+    for (int v = q->n; v < 4; ++v) q->j[v] = (mjob){NULL, 0, 0, 0, 0, 0};
+    moments4(t, q->j);
+    q->n = 0;
+}
+
+/* Queue sign * (particle a) into its cell at level l (the count at once). */
+static void mqueue_add(hier_tree *t, mqueue *q, int l, metro_float4 a, double sign)
+{
+    const int ix = hier_coord(t, l, a.x), iy = hier_coord(t, l, a.y), iz = hier_coord(t, l, a.z);
+    const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
+    q->j[q->n++] = (mjob){t->mom[l] + c * (size_t)t->stride, (double)a.x - centre(t, l, ix),
+                          (double)a.y - centre(t, l, iy), (double)a.z - centre(t, l, iz), (double)charge(t, a), sign};
     t->cnt[l][c] += sign > 0 ? 1 : -1;
+    if (q->n == 4) mqueue_flush(t, q);
 }
 
 static double *cell_of(const hier_tree *t, int l, metro_float4 a)
@@ -340,10 +388,12 @@ void hier_tree_rebuild(hier_tree *t)
             t->packed = total;
         }
     }
+    mqueue q = {.n = 0};
     for (int i = 0; i < t->n; ++i) {
         link_leaf(t, i);
-        for (int l = 1; l < t->L; ++l) add_moments(t, l, t->pos[i], 1.0);
+        for (int l = 1; l < t->L; ++l) mqueue_add(t, &q, l, t->pos[i], 1.0);
     }
+    mqueue_flush(t, &q);
     for (int l = 1; l < t->L; ++l)
         for (size_t c = 0; c < cells_of(t, l); ++c) cell_norms(t, l, t->mom[l] + c * (size_t)t->stride);
 }
@@ -352,9 +402,13 @@ void hier_tree_move(hier_tree *t, int i, metro_float4 old)
 {
     unlink_leaf(t, i);
     link_leaf(t, i);
+    mqueue q = {.n = 0};
     for (int l = 1; l < t->L; ++l) {
-        add_moments(t, l, old, -1.0);
-        add_moments(t, l, t->pos[i], 1.0);
+        mqueue_add(t, &q, l, old, -1.0);
+        mqueue_add(t, &q, l, t->pos[i], 1.0);
+    }
+    mqueue_flush(t, &q);
+    for (int l = 1; l < t->L; ++l) {
         double *a = cell_of(t, l, old), *b = cell_of(t, l, t->pos[i]);
         cell_norms(t, l, a);
         if (b != a) cell_norms(t, l, b);
@@ -547,57 +601,45 @@ static double expand(const hier_tree *t, const double *H, const double y[3], dou
 HIER_CLONES static void expand4(const hier_tree *t, const double *const H[4], const double y[4][3],
                                 const double inv[4], int q, double out[4])
 {
-    double inv2[4], ux[4], uy[4], uz[4], i0[4], i1[4], acc[4], mr[4], mi[4], acc2[4];
-    for (int v = 0; v < 4; ++v) {
-        inv2[v] = inv[v] * inv[v];
-        ux[v] = y[v][0] * inv2[v];
-        uy[v] = y[v][1] * inv2[v];
-        uz[v] = y[v][2] * inv2[v];
-        i0[v] = inv[v];
-        i1[v] = 0.0;
-        acc[v] = H[v][0] * i0[v];
-        mr[v] = inv[v];
-        mi[v] = 0.0;
-        acc2[v] = 0.0;
-    }
+    const v4d iv = {inv[0], inv[1], inv[2], inv[3]};
+    const v4d inv2 = iv * iv;
+    const v4d ux = (v4d){y[0][0], y[1][0], y[2][0], y[3][0]} * inv2,
+              uy = (v4d){y[0][1], y[1][1], y[2][1], y[3][1]} * inv2,
+              uz = (v4d){y[0][2], y[1][2], y[2][2], y[3][2]} * inv2;
+    const v4d zero = {0.0, 0.0, 0.0, 0.0};
+    v4d i0 = iv, i1 = zero;
+    v4d acc = (v4d){H[0][0], H[1][0], H[2][0], H[3][0]} * i0;
     for (int n = 1; n <= q; ++n) {
-        const double a = t->ic1[n], b = t->ic2[n][0];
-        for (int v = 0; v < 4; ++v) {
-            const double in = a * uz[v] * i0[v] - b * inv2[v] * i1[v];
-            i1[v] = i0[v];
-            i0[v] = in;
-            acc[v] += H[v][n] * in;
-        }
+        const v4d in = t->ic1[n] * uz * i0 - t->ic2[n][0] * inv2 * i1;
+        i1 = i0;
+        i0 = in;
+        acc += (v4d){H[0][n], H[1][n], H[2][n], H[3][n]} * in;
     }
+    v4d mr = iv, mi = zero, acc2 = zero;
     for (int m = 1; m <= q; ++m) {
         const double f = 2.0 * m - 1.0;
         const int off = t->col[m];
-        double ar[4], ai[4], br[4], bi[4], am[4];
-        for (int v = 0; v < 4; ++v) {
-            const double nr = f * (ux[v] * mr[v] - uy[v] * mi[v]), ni = f * (ux[v] * mi[v] + uy[v] * mr[v]);
-            mr[v] = nr;
-            mi[v] = ni;
-            ar[v] = nr;
-            ai[v] = ni;
-            br[v] = bi[v] = 0.0;
-            am[v] = H[v][off] * ar[v] + H[v][off + 1] * ai[v];
-        }
+        const v4d nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
+        mr = nr;
+        mi = ni;
+        v4d ar = nr, ai = ni, br = zero, bi = zero;
+        v4d am = (v4d){H[0][off], H[1][off], H[2][off], H[3][off]} * ar +
+                 (v4d){H[0][off + 1], H[1][off + 1], H[2][off + 1], H[3][off + 1]} * ai;
         for (int n = m + 1; n <= q; ++n) {
-            const double c1 = t->ic1[n], c2 = t->ic2[n][m];
+            const v4d e1 = t->ic1[n] * uz, e2 = t->ic2[n][m] * inv2;
+            const v4d xr = e1 * ar - e2 * br, xi = e1 * ai - e2 * bi;
+            br = ar;
+            bi = ai;
+            ar = xr;
+            ai = xi;
             const int k = off + 2 * (n - m);
-            for (int v = 0; v < 4; ++v) {
-                const double e1 = c1 * uz[v], e2 = c2 * inv2[v];
-                const double xr = e1 * ar[v] - e2 * br[v], xi = e1 * ai[v] - e2 * bi[v];
-                br[v] = ar[v];
-                bi[v] = ai[v];
-                ar[v] = xr;
-                ai[v] = xi;
-                am[v] += H[v][k] * xr + H[v][k + 1] * xi;
-            }
+            am += (v4d){H[0][k], H[1][k], H[2][k], H[3][k]} * xr +
+                  (v4d){H[0][k + 1], H[1][k + 1], H[2][k + 1], H[3][k + 1]} * xi;
         }
-        for (int v = 0; v < 4; ++v) acc2[v] += am[v];
+        acc2 += am;
     }
-    for (int v = 0; v < 4; ++v) out[v] = acc[v] + 2.0 * acc2[v];
+    const v4d res = acc + 2.0 * acc2;
+    for (int v = 0; v < 4; ++v) out[v] = res[v];
 }
 
 /* A far cell's expansion: into the batch of four (expanded when full or
