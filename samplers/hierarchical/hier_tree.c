@@ -388,10 +388,24 @@ void hier_tree_rebuild(hier_tree *t)
             t->packed = total;
         }
     }
+    for (int i = 0; i < t->n; ++i) link_leaf(t, i);
+    /* the moments leaf by leaf in Morton order, so that every level's cell
+     * stays in cache while its particles are added (in index order the
+     * cells are random: a rebuild streamed gigabytes at 2^20) */
     mqueue q = {.n = 0};
-    for (int i = 0; i < t->n; ++i) {
-        link_leaf(t, i);
-        for (int l = 1; l < t->L; ++l) mqueue_add(t, &q, l, t->pos[i], 1.0);
+    const int L = t->L;
+    for (size_t code = 0; code < nl; ++code) {
+        int ix = 0, iy = 0, iz = 0;
+        for (int b = 0; b < L; ++b) {
+            ix |= (int)((code >> (3 * b + 2)) & 1u) << b;
+            iy |= (int)((code >> (3 * b + 1)) & 1u) << b;
+            iz |= (int)((code >> (3 * b)) & 1u) << b;
+        }
+        const size_t c = ((size_t)ix * (size_t)t->m[L] + (size_t)iy) * (size_t)t->m[L] + (size_t)iz;
+        for (int k = t->start[c]; k < t->start[c] + t->count[c]; ++k)
+            for (int l = 1; l < L; ++l) mqueue_add(t, &q, l, t->pos[t->pid[k]], 1.0);
+        for (int j = t->head[c]; j >= 0; j = t->next[j])
+            for (int l = 1; l < L; ++l) mqueue_add(t, &q, l, t->pos[j], 1.0);
     }
     mqueue_flush(t, &q);
     for (int l = 1; l < t->L; ++l)
