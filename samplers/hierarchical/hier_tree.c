@@ -451,52 +451,78 @@ typedef struct walk {
     double by[4][3], bv[4];
 } walk;
 
-/* Packed particles k0 ... k1-1 against x: each pair energy the float of
- * coulomb_hs_pair (the same operations on the same operands, so the same
- * bits), summed into *sf in double, and |z_b| / r into *phi.  Eight lanes
- * of running sums so the float part vectorizes (our order of additions is
- * free: DESIGN.md).  Returns nonzero when some partner overlaps x's hard
- * core or sits at distance 0 (the caller then looks again one by one). */
-HIER_CLONES static int direct_run(const hier_tree *t, float xx, float xy, float xz, float sa_y, float sa_z, int k0, int k1,
-                      double *sf, double *phi)
+/* Eight partners (positions b*, charges bq, radii br) against x: the
+ * float pair energy of coulomb_hs_pair (the same operations on the same
+ * operands, so the same bits) into as[v] in double, |z_b| / r into ap[v]
+ * in float (Phi: widened by the caller).  No branch and no select, so it
+ * vectorizes: lanes to leave out are given a partner with no charge far
+ * away (pad8), whose terms are exactly 0.  Returns nonzero when a lane
+ * overlaps x's hard core or sits at distance 0. */
+static inline __attribute__((always_inline)) int block8(float xx, float xy, float xz, float sa_y, float sa_z,
+                                                        const float *bx, const float *by, const float *bz,
+                                                        const float *bq, const float *br, double as[8], float ap[8])
 {
-    double as[8] = {0}, ap[8] = {0};
-    int bad = 0, k = k0;
-    for (; k + 8 <= k1; k += 8) {
-        float e[8], q[8];
-        int b8 = 0;
-        for (int v = 0; v < 8; ++v) {
-            /* metro_dist2 and coulomb_hs_pair's test, operation for operation */
-            const float dx = xx - t->px[k + v], dy = xy - t->py[k + v], dz = xz - t->pz[k + v];
-            const float r2 = dx * dx + dy * dy + dz * dz;
-            const float dmin = sa_y + t->pr[k + v];
-            b8 |= (r2 < dmin * dmin) | (r2 == 0.0f);
-            const float inv = 1.0f / sqrtf(r2); /* coulomb_hs_rsqrt on the host */
-            e[v] = (sa_z * t->pq[k + v]) * inv;
-            q[v] = fabsf(t->pq[k + v]) * inv; /* exact: |z| is a small integer, inv a float (rounding below) */
-        }
-        bad |= b8;
-        for (int v = 0; v < 8; ++v) {
-            as[v] += (double)e[v];
-            ap[v] += (double)q[v];
-        }
-    }
-    for (; k < k1; ++k) {
-        const float dx = xx - t->px[k], dy = xy - t->py[k], dz = xz - t->pz[k];
+    float e[8];
+    int b8 = 0;
+    for (int v = 0; v < 8; ++v) {
+        /* metro_dist2 and coulomb_hs_pair's test, operation for operation */
+        const float dx = xx - bx[v], dy = xy - by[v], dz = xz - bz[v];
         const float r2 = dx * dx + dy * dy + dz * dz;
-        const float dmin = sa_y + t->pr[k];
-        bad |= (r2 < dmin * dmin) | (r2 == 0.0f);
-        const float inv = 1.0f / sqrtf(r2);
-        as[0] += (double)((sa_z * t->pq[k]) * inv);
-        ap[0] += fabs((double)t->pq[k]) * (double)inv;
+        const float dmin = sa_y + br[v];
+        b8 |= (r2 < dmin * dmin) | (r2 == 0.0f);
+        const float inv = 1.0f / sqrtf(r2); /* coulomb_hs_rsqrt on the host */
+        e[v] = (sa_z * bq[v]) * inv;
+        ap[v] += fabsf(bq[v]) * inv;
+    }
+    for (int v = 0; v < 8; ++v) as[v] += (double)e[v];
+    return b8;
+}
+
+/* Packed places k ... k+7 into local lanes, those at or past k1 and place
+ * ks replaced by a partner with no charge 10^6 Å from x. */
+static inline void pad8(const hier_tree *t, float xx, float xy, float xz, int k, int k1, int ks, float bx[8],
+                        float by[8], float bz[8], float bq[8], float br[8])
+{
+    for (int v = 0; v < 8; ++v) {
+        const int in = k + v < k1 && k + v != ks;
+        bx[v] = in ? t->px[k + v] : xx + 1e6f;
+        by[v] = in ? t->py[k + v] : xy;
+        bz[v] = in ? t->pz[k + v] : xz;
+        bq[v] = in ? t->pq[k + v] : 0.0f;
+        br[v] = in ? t->pr[k + v] : 0.0f;
+    }
+}
+
+/* Packed particles k0 ... k1-1 but place ks against x, eight at a time,
+ * running sums per lane: our order of additions is free (DESIGN.md).
+ * *sf += Σ energies (double), *phi += an upper bound of Σ |z_b| / r.
+ * Returns nonzero when some partner overlaps x's hard core or sits at
+ * distance 0 (the caller then looks again one by one). */
+HIER_CLONES static int direct_run(const hier_tree *t, float xx, float xy, float xz, float sa_y, float sa_z, int k0,
+                                  int k1, int ks, double *sf, double *phi)
+{
+    double as[8] = {0};
+    float ap[8] = {0};
+    int bad = 0, k = k0;
+    for (; k < k1; k += 8) {
+        if (k + 8 <= k1 && (ks < k || ks >= k + 8)) {
+            bad |= block8(xx, xy, xz, sa_y, sa_z, t->px + k, t->py + k, t->pz + k, t->pq + k, t->pr + k, as, ap);
+        } else {
+            float bx[8], by[8], bz[8], bq[8], br[8];
+            pad8(t, xx, xy, xz, k, k1, ks, bx, by, bz, bq, br);
+            bad |= block8(xx, xy, xz, sa_y, sa_z, bx, by, bz, bq, br, as, ap);
+        }
     }
     double s0 = 0.0, p0 = 0.0;
     for (int v = 0; v < 8; ++v) {
         s0 += as[v];
-        p0 += ap[v];
+        p0 += (double)ap[v];
     }
     *sf += s0;
-    *phi += p0;
+    /* each |z| inv within 7.5 float ulps of |z| / r, a lane's float sum of
+     * n terms within n - 1 more: widened by (n + 8) 2^-23 */
+    const int n = (k1 - k0 + 7) / 8;
+    *phi += p0 * (1.0 + (double)(n + 8) * 0x1p-23);
     return bad;
 }
 
@@ -513,12 +539,7 @@ static void direct(walk *w, size_t c)
     const int k0 = t->start[c], k1 = k0 + t->count[c];
     const int ks = (w->skip >= 0 && t->leaf[w->skip] == (int)c) ? t->slot[w->skip] : -1;
     double sf = 0.0, phi = 0.0;
-    int bad;
-    if (ks >= 0)
-        bad = direct_run(t, xx, xy, xz, sa_y, sa_z, k0, ks, &sf, &phi) |
-              direct_run(t, xx, xy, xz, sa_y, sa_z, ks + 1, k1, &sf, &phi);
-    else
-        bad = direct_run(t, xx, xy, xz, sa_y, sa_z, k0, k1, &sf, &phi);
+    const int bad = direct_run(t, xx, xy, xz, sa_y, sa_z, k0, k1, ks, &sf, &phi);
     if (bad) { /* which one, and how */
         for (int k = k0; k < k1; ++k) {
             if (k == ks) continue;
