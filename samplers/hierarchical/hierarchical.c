@@ -27,7 +27,7 @@
  *
  * Parameters:
  *   step = 0       D, the side of the trial cube (brush's meaning; 0 = 2R/3)
- *   order = 8      highest multipole order of the far cells at a move's first
+ *   order = 10     highest multipole order of the far cells at a move's first
  *                  look
  *   order_refine = 12  the same for the refinements (>= order; 0 ... 12)
  *   tolerance = 0  first look: each far cell takes the lowest order whose
@@ -37,11 +37,12 @@
  *                  at N = 2^18, within this machine's noise, and the running
  *                  energy wanders 3x more: off by default.)
  *   tolerance_refine = 0  the same for the refinements
- *   theta = 0.6    opening parameter: a cell of radius rho at distance d is
+ *   theta = 0.65   opening parameter: a cell of radius rho at distance d is
  *                  far when rho <= theta d (and beyond the hard cores)
  *   refine = 2     undecided moves are retried this many times, first at
- *                  order_refine on the same cells, then with theta halved
- *                  each time, before the reference's delta() decides
+ *                  order_refine with theta 0.85x, then with theta halved
+ *                  each time, before an exact pass of every partner's float
+ *                  terms and, still undecided, the reference's delta()
  *   leaf = 32      particles per leaf cell, about (sets the depth; larger
  *                  leaves keep fewer moment levels, which stay in cache)
  *   direct_max = 32  far cells of the two finest levels holding at most this
@@ -78,6 +79,9 @@
 #include "brush_cycles.h" /* brush's history and uniform pool: the same stream, consumed alike */
 
 #define HIER_MAX_STAGES 8
+#ifndef HIER_THETA_REFINE
+#define HIER_THETA_REFINE 0.85
+#endif
 
 typedef struct hier {
     const metro_host_api *host;
@@ -129,7 +133,7 @@ static double cpu_now(void)
 static const metro_param_decl params[] = {
     {"step", METRO_PARAM_REAL, "0", 0, 1e9, NULL, "length",
      "side D of the trial cube around a particle (0: 2/3 of the cell radius), as brush"},
-    {"order", METRO_PARAM_INT, "8", 0, HIER_MAX_ORDER, NULL, "",
+    {"order", METRO_PARAM_INT, "10", 0, HIER_MAX_ORDER, NULL, "",
      "highest multipole order of the far cells at a move's first look"},
     {"order_refine", METRO_PARAM_INT, "12", 0, HIER_MAX_ORDER, NULL, "",
      "highest multipole order of the refinements (at least order)"},
@@ -137,10 +141,10 @@ static const metro_param_decl params[] = {
      "first look: a far cell takes the lowest order whose truncation bound is within this fraction of its |charge|/distance (0: always order)"},
     {"tolerance_refine", METRO_PARAM_REAL, "0", 0, 1, NULL, "",
      "the same for the refinements (0: always order_refine)"},
-    {"theta", METRO_PARAM_REAL, "0.6", 0.01, 0.9, NULL, "",
+    {"theta", METRO_PARAM_REAL, "0.65", 0.01, 0.9, NULL, "",
      "opening parameter: a cell is far when its radius is at most theta times its distance"},
     {"refine", METRO_PARAM_INT, "2", 0, HIER_MAX_STAGES - 1, NULL, "",
-     "retries of an undecided move (order_refine, then theta halved) before the reference's direct sum decides"},
+     "retries of an undecided move (order_refine at 0.85 theta, then theta halved) before the exact pass and the reference's direct sum"},
     {"leaf", METRO_PARAM_INT, "32", 1, 100000, NULL, "", "particles per leaf cell, about (within a factor 2.8: the nearest power of 8)"},
     {"direct_max", METRO_PARAM_INT, "32", 0, 1000000, NULL, "",
      "far cells (of the two finest levels) with at most this many particles are summed directly"},
@@ -336,12 +340,16 @@ static int advance(void *self, metro_state *st, long sweeps)
             const double dT = 1e-12 * (1.0 + T);
             int decided = 0, accept = 0;
             double de = 0.0;
-            /* stage 0: order `order`; stage 1: order `order_refine`, same
-             * cells; later stages: theta halved each time */
+            /* stage 0: order `order`; stage 1: order `order_refine` at
+             * 0.85 theta; later stages: theta halved each time */
             double theta = b->theta;
             int hopeless = 0; /* the reference's own rounding alone leaves the move open */
             for (int stage = 0; stage <= b->refine && !decided && !hopeless; ++stage) {
-                if (stage >= 2) theta *= 0.5;
+                /* stage 1 also opens the cells a little further (0.85
+                 * theta): the Legendre tail beyond the stored degrees, which
+                 * bounds what the moments' norms do not, falls as (rho/d)^15 */
+                if (stage == 1) theta = b->theta * HIER_THETA_REFINE;
+                if (stage >= 2) theta = b->theta * ldexp(1.0, 1 - stage);
                 hier_result rt, ro;
                 enclose(b, t, o, i, theta, stage > 0, &rt, &ro);
                 b->cells += rt.cells + ro.cells;
