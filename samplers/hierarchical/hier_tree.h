@@ -41,6 +41,9 @@
  * bound the truncation far more tightly than Legendre's worst case. */
 #define HIER_EXTRA 2
 #define HIER_MAX_DEG (HIER_MAX_ORDER + HIER_EXTRA)
+/* Degrees of the |z|-weighted series that bounds Phi over a far cell
+ * (hier_tree.c, phi_bound; at most pm) */
+#define HIER_PHI_DEG 4
 
 typedef struct hier_tree {
     int n;                       /* particles */
@@ -57,6 +60,7 @@ typedef struct hier_tree {
     double h[HIER_MAX_LEVEL + 1];   /* cell side */
     double rho[HIER_MAX_LEVEL + 1]; /* radius of a ball around the centre holding the cell */
     int stride;                  /* doubles per cell: A, B_0 ... B_pm, G_0 ... G_pm, K_0 ... K_(pm+1), M[ncoef] */
+    int doff;                    /* where D = Σ|z| s (3) and P_n = Σ|z| s^n, n = 2 ... PHI_DEG+1, start */
     int moff;                    /* where M starts in a cell */
     double *mom[HIER_MAX_LEVEL + 1];
     int *cnt[HIER_MAX_LEVEL + 1];
