@@ -880,43 +880,46 @@ void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_a
  * one.  Eight running sums, so that the float part vectorizes: our own
  * order of the additions is free (DESIGN.md: any order is within the
  * bound).  Returns nonzero when some distance is 0 or overlaps. */
-HIER_CLONES static int exact_run(const hier_tree *t, const float x[3], const float y[3], float sa_y, float sa_z, int k0, int k1,
-                     double acc[8], double aab[8])
+static inline __attribute__((always_inline)) int exact8(const float x[3], const float y[3], float sa_y, float sa_z,
+                                                        const float *bx, const float *by, const float *bz,
+                                                        const float *bq, const float *br, double acc[8],
+                                                        double aab[8])
+{
+    double dd[8];
+    int b8 = 0;
+    for (int v = 0; v < 8; ++v) {
+        const float tx = x[0] - bx[v], ty = x[1] - by[v], tz = x[2] - bz[v];
+        const float ox = y[0] - bx[v], oy = y[1] - by[v], oz = y[2] - bz[v];
+        const float rt2 = tx * tx + ty * ty + tz * tz, ro2 = ox * ox + oy * oy + oz * oz;
+        const float dmin = sa_y + br[v], dm2 = dmin * dmin;
+        b8 |= (rt2 < dm2) | (ro2 < dm2) | (rt2 == 0.0f) | (ro2 == 0.0f);
+        const float c = sa_z * bq[v];
+        const float et = c * (1.0f / sqrtf(rt2)), eo = c * (1.0f / sqrtf(ro2));
+        dd[v] = (double)et - (double)eo;
+    }
+    for (int v = 0; v < 8; ++v) {
+        acc[v] += dd[v];
+        aab[v] += fabs(dd[v]);
+    }
+    return b8;
+}
+
+/* The packed places k0 ... k1-1 of one leaf but ks, eight at a time, the
+ * last block and the skipped place padded with an uncharged partner far
+ * away (exactly 0 to both sums).  Our own order of the additions is free
+ * (DESIGN.md).  Returns nonzero when some distance is 0 or overlaps. */
+HIER_CLONES static int exact_run(const hier_tree *t, const float x[3], const float y[3], float sa_y, float sa_z,
+                                 int k0, int k1, int ks, double acc[8], double aab[8])
 {
     int bad = 0;
-    int k = k0;
-    for (; k + 8 <= k1; k += 8) {
-        double dd[8];
-        int b8 = 0;
-        for (int v = 0; v < 8; ++v) {
-            const float bx = t->px[k + v], by = t->py[k + v], bz = t->pz[k + v];
-            const float tx = x[0] - bx, ty = x[1] - by, tz = x[2] - bz;
-            const float ox = y[0] - bx, oy = y[1] - by, oz = y[2] - bz;
-            const float rt2 = tx * tx + ty * ty + tz * tz, ro2 = ox * ox + oy * oy + oz * oz;
-            const float dmin = sa_y + t->pr[k + v], dm2 = dmin * dmin;
-            b8 |= (rt2 < dm2) | (ro2 < dm2) | (rt2 == 0.0f) | (ro2 == 0.0f);
-            const float c = sa_z * t->pq[k + v];
-            const float et = c * (1.0f / sqrtf(rt2)), eo = c * (1.0f / sqrtf(ro2));
-            dd[v] = (double)et - (double)eo;
+    for (int k = k0; k < k1; k += 8) {
+        if (k + 8 <= k1 && (ks < k || ks >= k + 8)) {
+            bad |= exact8(x, y, sa_y, sa_z, t->px + k, t->py + k, t->pz + k, t->pq + k, t->pr + k, acc, aab);
+        } else {
+            float bx[8], by[8], bz[8], bq[8], br[8];
+            pad8(t, x[0], x[1], x[2], k, k1, ks, bx, by, bz, bq, br);
+            bad |= exact8(x, y, sa_y, sa_z, bx, by, bz, bq, br, acc, aab);
         }
-        bad |= b8;
-        for (int v = 0; v < 8; ++v) {
-            acc[v] += dd[v];
-            aab[v] += fabs(dd[v]);
-        }
-    }
-    for (; k < k1; ++k) {
-        const float bx = t->px[k], by = t->py[k], bz = t->pz[k];
-        const float tx = x[0] - bx, ty = x[1] - by, tz = x[2] - bz;
-        const float ox = y[0] - bx, oy = y[1] - by, oz = y[2] - bz;
-        const float rt2 = tx * tx + ty * ty + tz * tz, ro2 = ox * ox + oy * oy + oz * oz;
-        const float dmin = sa_y + t->pr[k], dm2 = dmin * dmin;
-        bad |= (rt2 < dm2) | (ro2 < dm2) | (rt2 == 0.0f) | (ro2 == 0.0f);
-        const float c = sa_z * t->pq[k];
-        const float et = c * (1.0f / sqrtf(rt2)), eo = c * (1.0f / sqrtf(ro2));
-        const double d = (double)et - (double)eo;
-        acc[0] += d;
-        aab[0] += fabs(d);
     }
     return bad;
 }
@@ -935,12 +938,7 @@ int hier_exact(const hier_tree *t, metro_float4 tx, metro_float4 ox, int skip, d
     const int ks = skip >= 0 ? t->slot[skip] : -1;
     for (size_t c = 0; c < nl; ++c) {
         const int k0 = t->start[c], k1 = k0 + t->count[c];
-        if ((int)c == skip_leaf && ks >= 0) {
-            if (exact_run(t, x, y, sa.y, sa.z, k0, ks, acc, aab)) return -1;
-            if (exact_run(t, x, y, sa.y, sa.z, ks + 1, k1, acc, aab)) return -1;
-        } else if (exact_run(t, x, y, sa.y, sa.z, k0, k1, acc, aab)) {
-            return -1;
-        }
+        if (exact_run(t, x, y, sa.y, sa.z, k0, k1, (int)c == skip_leaf ? ks : -1, acc, aab)) return -1;
         for (int j = t->head[c]; j >= 0; j = t->next[j]) {
             if (j == skip) continue;
             const metro_float4 b = t->pos[j];
