@@ -8,14 +8,17 @@
  * the same uniforms u[4i..4i+3]).  The reference accepts iff
  * metro_accept(ΔE_ref, u) with ΔE_ref coulomb_hs's delta() (float pair
  * energies summed in double).  Here ΔE is enclosed from an octree: near
- * partners summed as the reference sums them, far cells through harmonic
- * multipole moments of order `order`, with a rigorous bound on the
- * truncation and on every rounding by which ΔE_ref may differ from the
- * exact sum.  When the enclosure lies on one side of the threshold -ln u
- * the decision is the reference's; otherwise the move is looked at again
- * at order `order_refine`, then with the opening parameter halved (`refine`
- * looks in all), and if still undecided the reference's own delta()
- * decides.  Hard-core overlaps and the wall are tested with coulomb_hs's
+ * partners summed as the reference sums them, far cells through solid-
+ * harmonic multipole moments of order `order`, with a rigorous bound on the
+ * truncation (from the cells' own moment norms) and on every rounding by
+ * which ΔE_ref may differ from the exact sum.  When the enclosure lies on
+ * one side of the threshold -ln u the decision is the reference's;
+ * otherwise the move is looked at again at order `order_refine` (0.85
+ * theta), then with the opening parameter halved (`refine` looks in all);
+ * a move that only the reference's own float rounding leaves open, or one
+ * still undecided, gets the exact pass (every partner's float terms, the
+ * reference's bits, summed in our order), and if even that cannot decide
+ * the reference's own delta() does.  Hard-core overlaps and the wall are tested with coulomb_hs's
  * own float expressions.
  *
  * Needs (checked in create() and start()): a potential that declares a
