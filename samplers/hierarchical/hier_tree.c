@@ -69,6 +69,7 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
     t->p_lo = p_lo < 0 ? 0 : p_lo > p ? p : p_lo;
     build_tables(t);
     t->doff = 1 + 2 * (t->pm + 1) + (t->pm + 2);
+    t->phik = t->pm < HIER_PHI_DEG ? t->pm : HIER_PHI_DEG;
     t->moff = t->doff + 3 + HIER_PHI_DEG;
     /* A, B_0 ... B_pm, G_0 ... G_pm, K_0 ... K_(pm+1), D, P_1 ... P_PHI_DEG, M */
     t->stride = t->moff + t->ncoef;
@@ -710,8 +711,9 @@ static void far_expand(walk *w, const double *H, const double y[3], double v, in
 /* An upper bound of Σ_j |z_j| / |x - r_j| over a far cell (y = x - c, v =
  * 1/d, idr = 1/(d - rho)): the same Legendre series for the weights |z_j|,
  * whose degree-0 and degree-1 terms are known exactly (A / d and D·y / d^3,
- * D = Σ|z| s kept per cell), degrees 2 ... PHI_DEG bounded by Σ|z| s^n (|P_n|
- * <= 1), the rest per source by B_PHI_DEG / (d^(PHI_DEG+1) (d - rho)).
+ * D = Σ|z| s kept per cell), degrees 2 ... K bounded by Σ|z| s^n (|P_n|
+ * <= 1), the rest per source by B_K / (d^(K+1) (d - rho)), K = min(PHI_DEG,
+ * pm).
  * D is kept incrementally: allowed 1e-9 A rho of drift.  Never above the
  * cruder A / (d - rho) (each source at most rho from the centre), which it
  * replaces: at rho/d = 0.65 about 1.3 A/d instead of 2.9 A/d, and Phi sets
@@ -724,8 +726,10 @@ static double phi_bound(const hier_tree *t, const double *M, const double y[3], 
     const double v2 = v * v, v3 = v2 * v;
     double ph = A * v + (D[0] * y[0] + D[1] * y[1] + D[2] * y[2]) * v3 + 1e-9 * A * rho * v2;
     /* degrees 2 ... PHI_DEG: P[n-2] v^(n+1); the tail P[PHI_DEG-1] v^(PHI_DEG+1) idr */
-    double h = P[HIER_PHI_DEG - 1] * idr + P[HIER_PHI_DEG - 2]; /* the coefficient of v^(PHI_DEG+1) */
-    for (int n = HIER_PHI_DEG - 1; n >= 2; --n) h = P[n - 2] + v * h; /* down to that of v^3 */
+    /* K = min(PHI_DEG, pm) >= 2: the B_q are kept up to Σ|z| s^(pm+1) only */
+    const int K = t->phik;
+    double h = P[K - 1] * idr + P[K - 2]; /* the coefficient of v^(K+1) */
+    for (int n = K - 1; n >= 2; --n) h = P[n - 2] + v * h; /* down to that of v^3 */
     ph += h * v3;
     const double crude = A * idr;
     return ph < crude ? ph : crude;

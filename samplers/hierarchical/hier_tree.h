@@ -60,7 +60,8 @@ typedef struct hier_tree {
     double h[HIER_MAX_LEVEL + 1];   /* cell side */
     double rho[HIER_MAX_LEVEL + 1]; /* radius of a ball around the centre holding the cell */
     int stride;                  /* doubles per cell: A, B_0 ... B_pm, G_0 ... G_pm, K_0 ... K_(pm+1), M[ncoef] */
-    int doff;                    /* where D = Σ|z| s (3) and P_n = Σ|z| s^n, n = 2 ... PHI_DEG+1, start */
+    int doff;                    /* where D = Σ|z| s (3) and P_n = Σ|z| s^n, n = 2 ... phik+1, start */
+    int phik;                    /* degrees of phi_bound's series: min(HIER_PHI_DEG, pm), >= 2 */
     int moff;                    /* where M starts in a cell */
     double *mom[HIER_MAX_LEVEL + 1];
     int *cnt[HIER_MAX_LEVEL + 1];
