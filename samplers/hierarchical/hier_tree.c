@@ -26,18 +26,13 @@ static size_t cells_of(const hier_tree *t, int l)
     return (size_t)t->m[l] * (size_t)t->m[l] * (size_t)t->m[l];
 }
 
-/* The layout of the moments (column by column, hier_tree.h) and the
- * factors of the solid harmonics' recurrences (add_moments, expand). */
+/* The factors of the solid harmonics' recurrences (moments4, expand) and
+ * the norms' weights; the moments are laid out degree by degree
+ * (hier_tree.h). */
 static void build_tables(hier_tree *t)
 {
     const int pm = t->pm;
-    int off = 0;
-    for (int m = 0; m <= pm; ++m) {
-        t->col[m] = off;
-        off += (m ? 2 : 1) * (pm + 1 - m);
-    }
-    t->col[pm + 1] = off;
-    t->ncoef = off; /* = (pm + 1)^2 */
+    t->ncoef = (pm + 1) * (pm + 1);
     double fact[2 * HIER_MAX_DEG + 2];
     fact[0] = 1.0;
     for (int k = 1; k < 2 * HIER_MAX_DEG + 2; ++k) fact[k] = fact[k - 1] * (double)k;
@@ -68,11 +63,18 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
     t->prm = prm;
     t->p_lo = p_lo < 0 ? 0 : p_lo > p ? p : p_lo;
     build_tables(t);
-    t->doff = 1 + 2 * (t->pm + 1) + (t->pm + 2);
+    /* what a far cell's evaluation reads first and together (A, K, D, P,
+     * then the moments degree by degree, so that order q reads a
+     * contiguous (q+1)^2 prefix), the update-only B and G last: at 2^20 the
+     * finest level's blocks do not stay in cache, and a far cell then
+     * costs the cache lines it touches */
+    t->doff = 1 + (t->pm + 2);
     t->phik = t->pm < HIER_PHI_DEG ? t->pm : HIER_PHI_DEG;
     t->moff = t->doff + 3 + HIER_PHI_DEG;
-    /* A, B_0 ... B_pm, G_0 ... G_pm, K_0 ... K_(pm+1), D, P_1 ... P_PHI_DEG, M */
-    t->stride = t->moff + t->ncoef;
+    /* A, K_0 ... K_(pm+1), D, P_1 ... P_PHI_DEG, M, B_0 ... B_pm, G_0 ... G_pm */
+    t->boff = t->moff + t->ncoef;
+    t->goff = t->boff + (t->pm + 1);
+    t->stride = t->goff + (t->pm + 1);
     t->tol[0] = t->tol[1] = 0.0;
     for (int l = 0; l <= L; ++l) {
         t->m[l] = 1 << l;
@@ -153,15 +155,14 @@ static void cell_norms(const hier_tree *t, int l, double *M)
 {
     const int pm = t->pm;
     const double A = M[0] > 0 ? M[0] : 0.0;
-    const double *B = M + 1;
-    double *G = M + 1 + (pm + 1), *K = M + 1 + 2 * (pm + 1);
+    const double *B = M + t->boff;
+    double *G = M + t->goff, *K = M + 1;
     const double *H = M + t->moff;
     double g2[HIER_MAX_DEG + 1];
-    for (int n = 0; n <= pm; ++n) g2[n] = t->gw[n][0] * H[n] * H[n];
+    for (int n = 0; n <= pm; ++n) g2[n] = t->gw[n][0] * H[n * n] * H[n * n];
     for (int m = 1; m <= pm; ++m) {
-        const double *c = H + t->col[m];
         for (int n = m; n <= pm; ++n) {
-            const double re = c[2 * (n - m)], im = c[2 * (n - m) + 1];
+            const double re = H[n * n + 2 * m - 1], im = H[n * n + 2 * m];
             g2[n] += t->gw[n][m] * (re * re + im * im);
         }
     }
@@ -235,13 +236,13 @@ HIER_CLONES static void moments4(const hier_tree *t, const mjob *j)
             const v4d rn = t->rc1[n][0] * sz * r0 - t->rc2[n][0] * r2 * r1;
             r1 = r0;
             r0 = rn;
-            R[n] = rn;
+            R[n * n] = rn;
         }
     }
     v4d mr = one, mi = zero;
     for (int m = 1; m <= pm; ++m) {
         const double f = 1.0 / (2.0 * m);
-        const int off = t->col[m];
+        const int off = m * m + 2 * m - 1; /* (Re, Im) of M_n^m at n^2 + 2m - 1 */
         const v4d nr = f * (sx * mr - sy * mi), ni = f * (sx * mi + sy * mr);
         mr = nr;
         mi = ni;
@@ -255,7 +256,7 @@ HIER_CLONES static void moments4(const hier_tree *t, const mjob *j)
             bi = ai;
             ar = xr;
             ai = xi;
-            const int k = off + 2 * (n - m);
+            const int k = n * n + 2 * m - 1;
             R[k] = xr;
             R[k + 1] = xi;
         }
@@ -264,7 +265,7 @@ HIER_CLONES static void moments4(const hier_tree *t, const mjob *j)
         double *M = j[v].M;
         if (!M) continue;
         M[0] += az[v];
-        for (int q = 0; q <= pm; ++q) M[1 + q] += Bq[q][v];
+        for (int q = 0; q <= pm; ++q) M[t->boff + q] += Bq[q][v];
         double *D = M + t->doff; /* Σ |z| s: the dipole of the |z| */
         D[0] += az[v] * sx[v];
         D[1] += az[v] * sy[v];
@@ -612,7 +613,7 @@ static double expand(const hier_tree *t, const double *H, const double y[3], dou
             const double in = t->ic1[n] * uz * i0 - t->ic2[n][0] * inv2 * i1;
             i1 = i0;
             i0 = in;
-            acc += H[n] * in;
+            acc += H[n * n] * in;
         }
         phi = acc;
     }
@@ -623,7 +624,7 @@ static double expand(const hier_tree *t, const double *H, const double y[3], dou
         const double nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
         mr = nr;
         mi = ni;
-        const double *cm = H + t->col[m];
+        const double *cm = H + m * m + 2 * m - 1;
         double ar = mr, ai = mi, br = 0.0, bi = 0.0;
         double acc = cm[0] * ar + cm[1] * ai;
         for (int n = m + 1; n <= q; ++n) {
@@ -633,7 +634,7 @@ static double expand(const hier_tree *t, const double *H, const double y[3], dou
             bi = ai;
             ar = xr;
             ai = xi;
-            acc += cm[2 * (n - m)] * ar + cm[2 * (n - m) + 1] * ai;
+            acc += H[n * n + 2 * m - 1] * ar + H[n * n + 2 * m] * ai;
         }
         acc2 += acc;
     }
@@ -657,12 +658,13 @@ HIER_CLONES static void expand4(const hier_tree *t, const double *const H[4], co
         const v4d in = t->ic1[n] * uz * i0 - t->ic2[n][0] * inv2 * i1;
         i1 = i0;
         i0 = in;
-        acc += (v4d){H[0][n], H[1][n], H[2][n], H[3][n]} * in;
+        const int k = n * n;
+        acc += (v4d){H[0][k], H[1][k], H[2][k], H[3][k]} * in;
     }
     v4d mr = iv, mi = zero, acc2 = zero;
     for (int m = 1; m <= q; ++m) {
         const double f = 2.0 * m - 1.0;
-        const int off = t->col[m];
+        const int off = m * m + 2 * m - 1;
         const v4d nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
         mr = nr;
         mi = ni;
@@ -676,7 +678,7 @@ HIER_CLONES static void expand4(const hier_tree *t, const double *const H[4], co
             bi = ai;
             ar = xr;
             ai = xi;
-            const int k = off + 2 * (n - m);
+            const int k = n * n + 2 * m - 1;
             am += (v4d){H[0][k], H[1][k], H[2][k], H[3][k]} * xr +
                   (v4d){H[0][k + 1], H[1][k + 1], H[2][k + 1], H[3][k + 1]} * xi;
         }
@@ -743,7 +745,7 @@ static double phi_bound(const hier_tree *t, const double *M, const double y[3], 
 static double trunc_bound(const hier_tree *t, const double *M, double v, double idr, int q)
 {
     const int pm = t->pm;
-    const double *K = M + 1 + 2 * (pm + 1);
+    const double *K = M + 1;
     if (q >= pm) { /* never with HIER_EXTRA >= 1: the tail alone */
         double vp = v;
         for (int n = 0; n < pm; ++n) vp *= v;

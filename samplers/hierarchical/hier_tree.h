@@ -59,10 +59,11 @@ typedef struct hier_tree {
     double Rt;                   /* half side of the cube */
     double h[HIER_MAX_LEVEL + 1];   /* cell side */
     double rho[HIER_MAX_LEVEL + 1]; /* radius of a ball around the centre holding the cell */
-    int stride;                  /* doubles per cell: A, B_0 ... B_pm, G_0 ... G_pm, K_0 ... K_(pm+1), M[ncoef] */
+    int stride;                  /* doubles per cell: A, K_0 ... K_(pm+1), D, P, M[ncoef], B_0 ... B_pm, G_0 ... G_pm */
     int doff;                    /* where D = Σ|z| s (3) and P_n = Σ|z| s^n, n = 2 ... phik+1, start */
     int phik;                    /* degrees of phi_bound's series: min(HIER_PHI_DEG, pm), >= 2 */
     int moff;                    /* where M starts in a cell */
+    int boff, goff;              /* where B and G start */
     double *mom[HIER_MAX_LEVEL + 1];
     int *cnt[HIER_MAX_LEVEL + 1];
     /* Leaves: each leaf's particles packed in [start, start + count) of the
@@ -76,9 +77,9 @@ typedef struct hier_tree {
     int *pid, *slot;
     size_t packed;                  /* capacity of the packed arrays */
     int *head, *next, *prev, *leaf;
-    /* the moments of column m (0 <= m <= pm) start at col[m]: M_m^0 ... M_pm^0
-     * for m = 0, else (Re, Im) of M_n^m for n = m ... pm */
-    int col[HIER_MAX_DEG + 2];
+    /* the moments degree by degree: M_n^0 at n^2, (Re, Im) of M_n^m at
+     * n^2 + 2m - 1 and n^2 + 2m (m = 1 ... n), so order q is the first
+     * (q+1)^2 */
     /* the recurrences' factors at [n][m] (hier_tree.c) and the norm weights
      * (n-m)!(n+m)! (times 2 for m > 0: the pair m, -m) */
     double rc1[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1], rc2[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1];
