@@ -596,11 +596,11 @@ static void direct(walk *w, size_t c)
 }
 
 /* The expansion of one far cell at y = x - c to order q: with the moments
- * M_n^m (add_moments) and the irregular solid harmonics of y,
+ * M_n^m (moments4) and the irregular solid harmonics of y,
  *   Σ_(n<=q) [M_n^0 I_n^0 + 2 Σ_(m>=1) Re(conj(M_n^m) I_n^m)],
  *   I_0^0 = 1/|y|,  I_m^m = (2m-1) (y_x + i y_y) / |y|^2 I_(m-1)^(m-1),
  *   I_n^m = ((2n-1) y_z I_(n-1)^m - (n+m-1)(n-m-1) I_(n-2)^m) / |y|^2,
- * column by column as the moments are laid out. */
+ * column by column (the moments are laid out degree by degree: hier_tree.h). */
 static double expand(const hier_tree *t, const double *H, const double y[3], double inv, int q)
 {
     const double inv2 = inv * inv;
