@@ -4,12 +4,16 @@
  * this folder has the argument; this header only says what each piece is).
  *
  * Levels 0..L: level l cuts the cube into 2^l cells per side.  Level L
- * (the leaves) keeps each cell's particles in a doubly linked list; levels
- * 1..L-1 keep, per cell, the particle count, A = Σ|z_j|, B_q = Σ|z_j| s_j^(q+1)
- * for q = 0 ... p (s_j = |r_j - c|, c the cell centre) and the harmonic
- * moments H_k (hier_tree.c, add_moments), |k| <= p, in order of degree, so
- * that the first C(q+3,3) of them are the expansion to order q.  Level 0 is never used as a far cell (it holds
- * every particle).
+ * (the leaves) keeps each cell's particles packed (below); levels 1..L-1
+ * keep, per cell, the particle count, A = Σ|z_j|, B_q = Σ|z_j| s_j^(q+1)
+ * for q = 0 ... pm (s_j = |r_j - c|, c the cell centre), the norms G_n of
+ * the multipole moments of each degree n <= pm, the truncation bound's
+ * coefficients K_n (hier_tree.c, cell_norms), and the complex multipole
+ * moments M_n^m = Σ_j z_j R_n^m(r_j - c), 0 <= m <= n <= pm, R the regular
+ * solid harmonics (hier_tree.c): (pm+1)^2 reals.  An expansion uses degrees
+ * up to p (refinements) or p_lo (first look); the degrees p+1 ... pm only
+ * bound the truncation (DESIGN.md, "The error bound").  Level 0 is never
+ * used as a far cell (it holds every particle).
  *
  * hier_eval() walks the tree from the root for a point x and returns
  *   Sf   the near partners' pair energies, each the float of
@@ -33,11 +37,19 @@
 
 #define HIER_MAX_LEVEL 10
 #define HIER_MAX_ORDER 12
+/* Degrees stored beyond the highest expansion order: their moment norms G_n
+ * bound the truncation far more tightly than Legendre's worst case. */
+#define HIER_EXTRA 2
+#define HIER_MAX_DEG (HIER_MAX_ORDER + HIER_EXTRA)
+/* Degrees of the |z|-weighted series that bounds Phi over a far cell
+ * (hier_tree.c, phi_bound; at most pm) */
+#define HIER_PHI_DEG 4
 
 typedef struct hier_tree {
     int n;                       /* particles */
-    int p, ncoef;                /* stored expansion order and (p+1)(p+2)(p+3)/6 */
-    int p_lo, ncoef_lo;          /* the highest order a first look uses */
+    int p;                       /* highest expansion order (refinements) */
+    int pm, ncoef;               /* stored degree p + HIER_EXTRA, and (pm+1)^2 reals of moments */
+    int p_lo;                    /* the highest order a first look uses */
     double tol[2];               /* per-cell relative truncation a first look (0) and a
                                     refinement (1) aim at: a far cell takes the lowest
                                     order whose bound is within tol A/(d - rho), at
@@ -47,7 +59,11 @@ typedef struct hier_tree {
     double Rt;                   /* half side of the cube */
     double h[HIER_MAX_LEVEL + 1];   /* cell side */
     double rho[HIER_MAX_LEVEL + 1]; /* radius of a ball around the centre holding the cell */
-    int stride;                  /* doubles per cell: A, B_0 ... B_p, H[ncoef] */
+    int stride;                  /* doubles per cell: A, K_0 ... K_(pm+1), D, P, M[ncoef], B_0 ... B_pm, G_0 ... G_pm */
+    int doff;                    /* where D = Σ|z| s (3) and P_n = Σ|z| s^n, n = 2 ... phik+1, start */
+    int phik;                    /* degrees of phi_bound's series: min(HIER_PHI_DEG, pm), >= 2 */
+    int moff;                    /* where M starts in a cell */
+    int boff, goff;              /* where B and G start */
     double *mom[HIER_MAX_LEVEL + 1];
     int *cnt[HIER_MAX_LEVEL + 1];
     /* Leaves: each leaf's particles packed in [start, start + count) of the
@@ -61,13 +77,14 @@ typedef struct hier_tree {
     int *pid, *slot;
     size_t packed;                  /* capacity of the packed arrays */
     int *head, *next, *prev, *leaf;
-    /* multi-indices of degree <= p in order of degree: k[c] = (kx, ky, kz);
-     * prev1[c][a] = index of k - e_a, prev2[c][a] = index of k - 2 e_a
-     * (ncoef when absent: a zero slot); deg[c] = |k|; deg_start[d] = first index of degree d */
-    signed char (*k)[3];
-    int (*prev1)[3], (*prev2)[3];
-    int *deg, deg_start[HIER_MAX_ORDER + 2];
-    double *f1, *f2;             /* the recurrence's factors per index */
+    /* the moments degree by degree: M_n^0 at n^2, (Re, Im) of M_n^m at
+     * n^2 + 2m - 1 and n^2 + 2m (m = 1 ... n), so order q is the first
+     * (q+1)^2 */
+    /* the recurrences' factors at [n][m] (hier_tree.c) and the norm weights
+     * (n-m)!(n+m)! (times 2 for m > 0: the pair m, -m) */
+    double rc1[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1], rc2[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1];
+    double ic1[HIER_MAX_DEG + 1], ic2[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1];
+    double gw[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1];
     const metro_float4 *pos;     /* the positions (the state's array) */
     const coulomb_hs_params *prm;
     int direct_max;              /* far cells of at most this many particles (at the two
@@ -78,6 +95,7 @@ typedef struct hier_result {
     double S, E, Phi;
     double Sf;       /* Σ of the directly summed partners' float pair energies (kT) */
     double Phid;     /* the directly summed part of Phi */
+    double Phif;     /* the far cells' part of Phi */
     long adds;       /* terms summed into S (for the rounding allowance) */
     long cells;      /* far cells used */
     long direct;     /* particles summed directly */
@@ -105,6 +123,16 @@ void hier_tree_move(hier_tree *t, int i, metro_float4 old);
  * hi_order: expand to order p, else to p_lo. */
 void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_at, double theta, double dcut,
                int check_overlap, int hi_order, hier_result *r);
+
+/* Every partner at once, as the reference's delta() forms its terms: for
+ * each particle j != skip the float pair energies E(t, j) and E(o, j) of
+ * coulomb_hs_pair (same operations, same bits) and their double difference
+ * d_j; *sum = Σ d_j (in an order of its own), *abs_sum = Σ |d_j|.  Returns
+ * 0, or -1 when a float distance is 0 or a hard core overlaps at t or o
+ * (the caller leaves those to the reference).  O(N): the last resort
+ * before the reference's own delta(), whose value differs from *sum only
+ * by the order of the same double additions (DESIGN.md). */
+int hier_exact(const hier_tree *t, metro_float4 tx, metro_float4 ox, int skip, double *sum, double *abs_sum);
 
 /* The cell index of coordinate v at level l (clamped into the grid). */
 static inline int hier_coord(const hier_tree *t, int l, double v)

@@ -8,14 +8,17 @@
  * the same uniforms u[4i..4i+3]).  The reference accepts iff
  * metro_accept(ΔE_ref, u) with ΔE_ref coulomb_hs's delta() (float pair
  * energies summed in double).  Here ΔE is enclosed from an octree: near
- * partners summed as the reference sums them, far cells through harmonic
- * multipole moments of order `order`, with a rigorous bound on the
- * truncation and on every rounding by which ΔE_ref may differ from the
- * exact sum.  When the enclosure lies on one side of the threshold -ln u
- * the decision is the reference's; otherwise the move is looked at again
- * at order `order_refine`, then with the opening parameter halved (`refine`
- * looks in all), and if still undecided the reference's own delta()
- * decides.  Hard-core overlaps and the wall are tested with coulomb_hs's
+ * partners summed as the reference sums them, far cells through solid-
+ * harmonic multipole moments of order `order`, with a rigorous bound on the
+ * truncation (from the cells' own moment norms) and on every rounding by
+ * which ΔE_ref may differ from the exact sum.  When the enclosure lies on
+ * one side of the threshold -ln u the decision is the reference's;
+ * otherwise the move is looked at again at order `order_refine` (0.85
+ * theta), then with the opening parameter halved (`refine` looks in all);
+ * a move that only the reference's own float rounding leaves open, or one
+ * still undecided, gets the exact pass (every partner's float terms, the
+ * reference's bits, summed in our order), and if even that cannot decide
+ * the reference's own delta() does.  Hard-core overlaps and the wall are tested with coulomb_hs's
  * own float expressions.
  *
  * Needs (checked in create() and start()): a potential that declares a
@@ -27,7 +30,7 @@
  *
  * Parameters:
  *   step = 0       D, the side of the trial cube (brush's meaning; 0 = 2R/3)
- *   order = 8      highest multipole order of the far cells at a move's first
+ *   order = 10     highest multipole order of the far cells at a move's first
  *                  look
  *   order_refine = 12  the same for the refinements (>= order; 0 ... 12)
  *   tolerance = 0  first look: each far cell takes the lowest order whose
@@ -37,11 +40,12 @@
  *                  at N = 2^18, within this machine's noise, and the running
  *                  energy wanders 3x more: off by default.)
  *   tolerance_refine = 0  the same for the refinements
- *   theta = 0.6    opening parameter: a cell of radius rho at distance d is
+ *   theta = 0.65   opening parameter: a cell of radius rho at distance d is
  *                  far when rho <= theta d (and beyond the hard cores)
  *   refine = 2     undecided moves are retried this many times, first at
- *                  order_refine on the same cells, then with theta halved
- *                  each time, before the reference's delta() decides
+ *                  order_refine with theta 0.85x, then with theta halved
+ *                  each time, before an exact pass of every partner's float
+ *                  terms and, still undecided, the reference's delta()
  *   leaf = 32      particles per leaf cell, about (sets the depth; larger
  *                  leaves keep fewer moment levels, which stay in cache)
  *   direct_max = 32  far cells of the two finest levels holding at most this
@@ -78,6 +82,9 @@
 #include "brush_cycles.h" /* brush's history and uniform pool: the same stream, consumed alike */
 
 #define HIER_MAX_STAGES 8
+#ifndef HIER_THETA_REFINE
+#define HIER_THETA_REFINE 0.85
+#endif
 
 typedef struct hier {
     const metro_host_api *host;
@@ -104,7 +111,7 @@ typedef struct hier {
     brush_cycles cyc;            /* acceptance history and uniforms drawn ahead, as brush keeps them */
     /* statistics since start: moves decided at stage s (wall and overlap
      * rejections count at stage 0), by the reference, all moves */
-    long long stage[HIER_MAX_STAGES], fallback, wall, overlap, moves;
+    long long stage[HIER_MAX_STAGES], exact, fallback, wall, overlap, moves;
     long long cells, direct;
     double t_rebuild, t_moves; /* seconds spent rebuilding the tree and moving */
     double c_rebuild, c_moves; /* the same in CPU time of the process */
@@ -129,7 +136,7 @@ static double cpu_now(void)
 static const metro_param_decl params[] = {
     {"step", METRO_PARAM_REAL, "0", 0, 1e9, NULL, "length",
      "side D of the trial cube around a particle (0: 2/3 of the cell radius), as brush"},
-    {"order", METRO_PARAM_INT, "8", 0, HIER_MAX_ORDER, NULL, "",
+    {"order", METRO_PARAM_INT, "10", 0, HIER_MAX_ORDER, NULL, "",
      "highest multipole order of the far cells at a move's first look"},
     {"order_refine", METRO_PARAM_INT, "12", 0, HIER_MAX_ORDER, NULL, "",
      "highest multipole order of the refinements (at least order)"},
@@ -137,10 +144,10 @@ static const metro_param_decl params[] = {
      "first look: a far cell takes the lowest order whose truncation bound is within this fraction of its |charge|/distance (0: always order)"},
     {"tolerance_refine", METRO_PARAM_REAL, "0", 0, 1, NULL, "",
      "the same for the refinements (0: always order_refine)"},
-    {"theta", METRO_PARAM_REAL, "0.6", 0.01, 0.9, NULL, "",
+    {"theta", METRO_PARAM_REAL, "0.65", 0.01, 0.9, NULL, "",
      "opening parameter: a cell is far when its radius is at most theta times its distance"},
     {"refine", METRO_PARAM_INT, "2", 0, HIER_MAX_STAGES - 1, NULL, "",
-     "retries of an undecided move (order_refine, then theta halved) before the reference's direct sum decides"},
+     "retries of an undecided move (order_refine at 0.85 theta, then theta halved) before the exact pass and the reference's direct sum"},
     {"leaf", METRO_PARAM_INT, "32", 1, 100000, NULL, "", "particles per leaf cell, about (within a factor 2.8: the nearest power of 8)"},
     {"direct_max", METRO_PARAM_INT, "32", 0, 1000000, NULL, "",
      "far cells (of the two finest levels) with at most this many particles are summed directly"},
@@ -269,17 +276,21 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
     return 0;
 }
 
-/* The rounding allowance, relative to Σ|λ z_a z_j| / r_j (DESIGN.md):
- *   reference: each float pair energy within 16 float ulps of the exact
- *   λ z_a z_b / r (a generous cover of its 9 roundings and of the rounding
- *   of the prefactor), the double difference and a double sum of up to
- *   n + 2 terms in any order;
- *   ours: 1e-9 for the moments' and the recurrence's double roundings
+/* The rounding allowances (DESIGN.md, "The error bound"):
+ *   ref_float: each float pair energy of the reference is within 7 float
+ *   ulps (u = 2^-24) of the exact λ z_a z_b / r of its float operands
+ *   (proof in DESIGN.md: 6.5u + 22u^2).  Charged only on the far partners:
+ *   the near ones are summed as the reference's own float terms.
+ *   ref_sum: the reference's double differences and its double sum of up to
+ *   n + 2 terms in any order (OpenMP's reduction order included);
+ *   ours: 1e-9 for the moments' and the recurrences' double roundings
  *   (checked, not proven: test_hierarchical's enclosure test) and 2^-50 per
  *   term added. */
-static double ref_rel(int n)
+static const double ref_float = 7.0 * 0x1p-24;
+
+static double ref_sum(int n)
 {
-    return 16.0 * 0x1p-24 + ((double)n + 4.0) * 0x1p-53 * 1.01;
+    return ((double)n + 4.0) * 0x1p-53 * 1.01;
 }
 
 /* One enclosure of both points at opening parameter theta. */
@@ -311,7 +322,7 @@ static int advance(void *self, metro_state *st, long sweeps)
     const int n = b->n;
     const int trials = b->trials ? (int)b->trials : n;
     metro_float4 *pos = st->pos;
-    const double kref = ref_rel(n);
+    const double ksum = ref_sum(n);
     b->tree.pos = pos;
     for (long s = 0; s < sweeps; ++s) {
         const float *uc = brush_cycles_uniforms(&b->cyc, b->n);
@@ -335,11 +346,16 @@ static int advance(void *self, metro_state *st, long sweeps)
             const double dT = 1e-12 * (1.0 + T);
             int decided = 0, accept = 0;
             double de = 0.0;
-            /* stage 0: order `order`; stage 1: order `order_refine`, same
-             * cells; later stages: theta halved each time */
+            /* stage 0: order `order`; stage 1: order `order_refine` at
+             * 0.85 theta; later stages: theta halved each time */
             double theta = b->theta;
-            for (int stage = 0; stage <= b->refine && !decided; ++stage) {
-                if (stage >= 2) theta *= 0.5;
+            int hopeless = 0; /* the reference's own rounding alone leaves the move open */
+            for (int stage = 0; stage <= b->refine && !decided && !hopeless; ++stage) {
+                /* stage 1 also opens the cells a little further (0.85
+                 * theta): the Legendre tail beyond the stored degrees, which
+                 * bounds what the moments' norms do not, falls as (rho/d)^15 */
+                if (stage == 1) theta = b->theta * HIER_THETA_REFINE;
+                if (stage >= 2) theta = b->theta * ldexp(1.0, 1 - stage);
                 hier_result rt, ro;
                 enclose(b, t, o, i, theta, stage > 0, &rt, &ro);
                 b->cells += rt.cells + ro.cells;
@@ -355,11 +371,13 @@ static int advance(void *self, metro_state *st, long sweeps)
                 /* near partners: the reference's own float terms; far
                  * cells: λ z_a times the expansions */
                 const double est = (rt.Sf - ro.Sf) + lz * (rt.S - ro.S);
-                const double rel_t = kref + 1e-9 + (double)rt.adds * 0x1p-50;
-                const double rel_o = kref + 1e-9 + (double)ro.adds * 0x1p-50;
-                const double eps = b->bound_scale * fabs(lz) *
-                                   (rt.E + ro.E + rel_t * rt.Phi + rel_o * ro.Phi + kref * (rt.Phid + ro.Phid)) *
-                                   (1.0 + 1e-9);
+                /* what no refinement of the far field removes: the
+                 * reference's float rounding of the far partners' terms and
+                 * of the double sums */
+                const double floor = fabs(lz) * (ref_float * (rt.Phif + ro.Phif) + ksum * (rt.Phi + ro.Phi));
+                const double rest = fabs(lz) * (rt.E + ro.E + (1e-9 + (double)rt.adds * 0x1p-50) * rt.Phi +
+                                                (1e-9 + (double)ro.adds * 0x1p-50) * ro.Phi);
+                const double eps = b->bound_scale * (floor + rest) * (1.0 + 1e-9);
                 const double hi = est + eps, lo = est - eps;
                 if (hi <= 0.0 || hi <= T - dT) {
                     decided = accept = 1;
@@ -370,6 +388,31 @@ static int advance(void *self, metro_state *st, long sweeps)
                 if (decided) {
                     b->stage[stage]++;
                     de = est;
+                } else {
+                    /* with the truncation gone the enclosure would still
+                     * straddle the threshold: refining cannot decide (up to
+                     * the few far partners a smaller theta makes near) */
+                    const double f = b->bound_scale * floor * (1.0 + 1e-9);
+                    hopeless = !(est + f <= 0.0 || est + f <= T - dT || est - f >= T + dT);
+                }
+            }
+            if (!decided) {
+                /* every partner's float terms, exactly the reference's: only
+                 * the order of the double sum differs, both sums within
+                 * γ_(n+2) Σ|d_j| of the exact sum of the same terms */
+                double sum = 0.0, abs_sum = 0.0;
+                if (hier_exact(&b->tree, t, o, i, &sum, &abs_sum) == 0) {
+                    const double eps = b->bound_scale * 2.0 * ksum * abs_sum * (1.0 + 1e-6);
+                    if (sum + eps <= 0.0 || sum + eps <= T - dT) {
+                        decided = accept = 1;
+                    } else if (sum - eps >= T + dT) {
+                        decided = 1;
+                        accept = 0;
+                    }
+                    if (decided) {
+                        b->exact++;
+                        de = sum;
+                    }
                 }
             }
             if (!decided) {
@@ -410,10 +453,10 @@ static int finish(void *self, metro_state *st)
     const double m = b->moves ? (double)b->moves : 1.0;
     b->host->log(b->ctx, METRO_LOG_INFO,
                  "hierarchical: %lld cycles, acceptance %.4f; moves %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
-                 "reference %lld (wall %lld, overlap %lld); far cells %.1f and direct partners %.1f per move; "
+                 "exact %lld, reference %lld (wall %lld, overlap %lld); far cells %.1f and direct partners %.1f per move; "
                  "%.6g s rebuilding the tree, %.6g s moving (CPU %.6g s, %.6g s)",
                  b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, b->moves,
-                 b->stage[0], b->stage[1], b->stage[2], b->fallback, b->wall, b->overlap, (double)b->cells / m,
+                 b->stage[0], b->stage[1], b->stage[2], b->exact, b->fallback, b->wall, b->overlap, (double)b->cells / m,
                  (double)b->direct / m, b->t_rebuild, b->t_moves, b->c_rebuild, b->c_moves);
     return 0;
 }

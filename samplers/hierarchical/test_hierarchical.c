@@ -161,6 +161,58 @@ START_TEST(overlap_is_found)
 }
 END_TEST
 
+/* hier_exact forms every partner's float terms exactly as the reference's
+ * delta() (coulomb_hs_pair at t and at o, their double difference): its
+ * sum may differ from the reference's only by the order of the double
+ * additions, within 2 (n+4) 2^-53 of Σ|d_j| (far below one float ulp of a
+ * single term, so a term rounded differently would show).  Some moves
+ * land in a full leaf first, so the overflow lists are summed too. */
+START_TEST(exact_pass_is_the_reference)
+{
+    const double R = 300.0;
+    coulomb_hs_params prm = params_3to1(R, 3.75f);
+    unsigned long long seed = 99;
+    const int n = 3000;
+    metro_float4 *pos = malloc((size_t)n * sizeof *pos);
+    for (int i = 0; i < n; ++i) {
+        for (;;) {
+            pos[i] = random_in_ball(&seed, R - 3.75, (float)(i % 4 != 0));
+            int ok = 1;
+            for (int j = 0; j < i && ok; ++j) ok = coulomb_hs_pair(&prm, pos[i], pos[j]) != INFINITY;
+            if (ok) break;
+        }
+    }
+    hier_tree t;
+    ck_assert_int_eq(hier_tree_init(&t, pos, n, &prm, 4, 2, 3, R * (1 + 1e-6)), 0);
+    int checked = 0;
+    for (int q = 0; q < 400; ++q) {
+        const int i = (int)(urand(&seed) * n);
+        const metro_float4 o = pos[i];
+        metro_float4 x = random_in_ball(&seed, R - 3.75, o.w);
+        double ref = 0.0;
+        int allowed = 1;
+        for (int j = 0; j < n; ++j)
+            if (j != i) {
+                const float et = coulomb_hs_pair(&prm, x, pos[j]);
+                allowed &= et != INFINITY;
+                ref += (double)et - (double)coulomb_hs_pair(&prm, o, pos[j]);
+            }
+        double sum = 0.0, abs_sum = 0.0;
+        const int rc = hier_exact(&t, x, o, i, &sum, &abs_sum);
+        ck_assert_int_eq(rc, allowed ? 0 : -1);
+        if (!allowed) continue;
+        const double eps = 2.0 * ((double)n + 4.0) * 0x1p-53 * 1.01 * abs_sum;
+        ck_assert_msg(fabs(sum - ref) <= eps, "exact pass %.17g, reference %.17g, allowed %.3g", sum, ref, eps);
+        ++checked;
+        pos[i] = x; /* accept, so the leaves fill and overflow */
+        hier_tree_move(&t, i, o);
+    }
+    ck_assert_int_gt(checked, 100);
+    hier_tree_free(&t);
+    free(pos);
+}
+END_TEST
+
 /* ---- the same chain as brush --------------------------------------------- */
 
 /* A 3:-1 electrolyte of n ions in a cell of radius R; coulomb_hs on one
@@ -454,7 +506,7 @@ int main(void)
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 1800);
     add(tc, "same_chain_dilute_65536", same_chain_dilute_65536);
-    (void)enclosure, (void)overlap_is_found, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
+    (void)enclosure, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
     (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda;
     (void)resume_is_exact;
     suite_add_tcase(s, tc);
@@ -465,6 +517,7 @@ int main(void)
     tcase_set_timeout(tc, 900);
     add(tc, "enclosure", enclosure);
     add(tc, "overlap_is_found", overlap_is_found);
+    add(tc, "exact_pass_is_the_reference", exact_pass_is_the_reference);
     add(tc, "same_chain_dilute_4096", same_chain_dilute_4096);
     add(tc, "same_chain_dense_4096", same_chain_dense_4096);
     add(tc, "same_chain_dense_coarse", same_chain_dense_coarse);
