@@ -272,19 +272,10 @@ static double cpu_cycle(const cpu_loop *L, int n, int threads, double *pd)
     void *self = NULL;
     metro_float4 *pos = malloc((size_t)n * sizeof *pos);
     int bad = !pos || L->api->create(&host, &ctx, &p, &setup, &self);
-    /* the species along the index as the core assigns them (interleaved) */
-    long placed[METRO_MAX_SPECIES] = {0};
-    for (int i = 0; !bad && i < n; ++i) {
-        int best = 0;
-        double lag = -INFINITY;
-        for (int k = 0; k < setup.species; ++k) {
-            if (placed[k] >= setup.species_table[k].count) continue;
-            double l = (double)(i + 1) * (double)setup.species_table[k].count / (double)n - (double)placed[k];
-            if (l > lag) lag = l, best = k;
-        }
-        placed[best]++;
-        pos[i].w = (float)best;
-    }
+    /* the species along the index as the core assigns them */
+    long count[METRO_MAX_SPECIES];
+    for (int k = 0; !bad && k < setup.species; ++k) count[k] = setup.species_table[k].count;
+    if (!bad) metro_species_interleave(pos, n, count, setup.species);
     if (bad || L->api->initial(self, &ctx, pos, n)) {
         fprintf(stderr, "brush_scaling: coulomb_hs: %s\n", ctx.msg);
         free(pos);

@@ -9,6 +9,11 @@ out=${OUT:-/tmp}
   nice cmake --build build-gpu -j 8 >$out/old_build.log 2>&1; echo "old build rc=$?" > $out/old_rc.txt ) &
 (cd build-gpu && ctest --output-on-failure -j 3 -L gpu) > $out/ctest_gpu.txt 2>&1
 grep -E "tests passed|Failed|\*\*\*|dimer|skipped" $out/ctest_gpu.txt | head -30
+echo "== compute-sanitizer on the composed kernels (generated energy inlined into brush, PT, metropolis)"
+for tool in memcheck racecheck; do
+  CK_FORK=no timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/bin/test_compose_gpu > $out/sanitizer_$tool.txt 2>&1
+  echo "$tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $out/sanitizer_$tool.txt | tail -1)"
+done
 wait
 cat $out/old_rc.txt
 export METRO_CACHE_DIR=/tmp/metro-cache

@@ -224,19 +224,10 @@ static int make_system(sys *s, const metro_plugin *pot, const metro_host_api *ho
     s->pos = malloc((size_t)n * sizeof *s->pos);
     s->pos0 = malloc((size_t)n * sizeof *s->pos0);
     int bad = !s->pos || !s->pos0 || s->api->create(host, &s->ctx, &s->p, &s->setup, &s->self);
-    /* the species along the index as the core assigns them (interleaved) */
-    long placed[METRO_MAX_SPECIES] = {0};
-    for (int i = 0; !bad && i < n; ++i) {
-        int best = 0;
-        double lag = -INFINITY;
-        for (int k = 0; k < s->setup.species; ++k) {
-            if (placed[k] >= s->setup.species_table[k].count) continue;
-            double l = (double)(i + 1) * (double)s->setup.species_table[k].count / (double)n - (double)placed[k];
-            if (l > lag) lag = l, best = k;
-        }
-        placed[best]++;
-        s->pos[i].w = (float)best;
-    }
+    /* the species along the index as the core assigns them */
+    long count[METRO_MAX_SPECIES];
+    for (int k = 0; !bad && k < s->setup.species; ++k) count[k] = s->setup.species_table[k].count;
+    if (!bad) metro_species_interleave(s->pos, n, count, s->setup.species);
     s->setup.terms = 1;
     if (bad || s->api->initial(s->self, &s->ctx, s->pos, n)) {
         fprintf(stderr, "hierarchical_scaling: coulomb_hs: %s\n", s->ctx.msg);

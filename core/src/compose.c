@@ -336,9 +336,8 @@ int metro__system_read(metro_sim *sim, metro_error *err)
 }
 
 /* The species of each particle (w), for replica 0: along each chain the
- * pattern repeated; the free particles interleaved, at each index the
- * species furthest behind its share, so every prefix holds each species
- * within one of its share (nearly neutral for ions). */
+ * pattern repeated; the free particles interleaved
+ * (metro_species_interleave). */
 static int assign_species(metro_sim *sim, metro_float4 *pos, metro_error *err)
 {
     const metro_setup *su = &sim->setup;
@@ -360,19 +359,7 @@ static int assign_species(metro_sim *sim, metro_float4 *pos, metro_error *err)
                                    su->species_table[s].count);
             ++nchain;
         }
-    int nfree = n - nchain;
-    long placed[METRO_MAX_SPECIES] = {0};
-    for (int i = nchain; i < n; ++i) {
-        int best = -1;
-        double lag = -INFINITY;
-        for (int s = 0; s < su->species; ++s) {
-            if (placed[s] >= left[s]) continue;
-            double l = (double)(i - nchain + 1) * (double)left[s] / (double)nfree - (double)placed[s];
-            if (l > lag) lag = l, best = s;
-        }
-        placed[best]++;
-        pos[i].w = (float)best;
-    }
+    metro_species_interleave(pos + nchain, n - nchain, left, su->species);
     return METRO_OK;
 }
 

@@ -55,22 +55,13 @@ static void setup_host(void)
 }
 
 /* The species along the index as the core assigns them before initial()
- * (core/src/compose.c: interleaved, each prefix within one of its share);
- * initial() places particles of the species it finds in w. */
+ * (metro_species_interleave); initial() places particles of the species
+ * it finds in w. */
 static void core_species(metro_float4 *p, int n, const metro_setup *s)
 {
-    long placed[METRO_MAX_SPECIES] = {0};
-    for (int i = 0; i < n; ++i) {
-        int best = 0;
-        double lag = -INFINITY;
-        for (int k = 0; k < s->species; ++k) {
-            if (placed[k] >= s->species_table[k].count) continue;
-            double l = (double)(i + 1) * (double)s->species_table[k].count / (double)n - (double)placed[k];
-            if (l > lag) lag = l, best = k;
-        }
-        placed[best]++;
-        p[i].w = (float)best;
-    }
+    long count[METRO_MAX_SPECIES];
+    for (int k = 0; k < s->species; ++k) count[k] = s->species_table[k].count;
+    metro_species_interleave(p, n, count, s->species);
 }
 
 /* Create an instance for `particles` from key=value strings; NULL (message

@@ -226,6 +226,28 @@ static inline int metro_bonded_pair(const metro_topology *t, int i, int j)
     return t->bond_next && (i - j == 1 || j - i == 1) && t->bond_next[lo];
 }
 
+/* The species along pos[0..n-1] (into w) for count[s] particles of species
+ * s (summing to n): at each index the species furthest behind its share,
+ * so every prefix holds each species within one of its share (nearly
+ * neutral for ions).  How the core lays out the free particles of a
+ * system; tools that place a system without the core use it to lay it out
+ * the same way. */
+static inline void metro_species_interleave(metro_float4 *pos, int n, const long *count, int nspecies)
+{
+    long placed[METRO_MAX_SPECIES] = {0};
+    for (int i = 0; i < n; ++i) {
+        int best = 0;
+        double lag = -1e300;
+        for (int s = 0; s < nspecies; ++s) {
+            if (placed[s] >= count[s]) continue;
+            double l = (double)(i + 1) * (double)count[s] / (double)n - (double)placed[s];
+            if (l > lag) lag = l, best = s;
+        }
+        placed[best]++;
+        pos[i].w = (float)best;
+    }
+}
+
 /* Facts about the system.  The core fills particles, backend, seed,
  * species (when [system] or the initial file declares them), topology and
  * terms before the potentials' create(); a lone potential may fill species
