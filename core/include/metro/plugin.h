@@ -30,8 +30,10 @@ extern "C" {
 #endif
 
 /* 2: host->cuda(), the optional memory() of every kind, open_output()
- * files committed whole at the end of the run. */
-#define METRO_ABI_VERSION 2u
+ * files committed whole at the end of the run.
+ * 3: the sampler's optional join() / leave() (an ensemble's systems in
+ * the same device launches). */
+#define METRO_ABI_VERSION 3u
 
 typedef enum metro_kind {
     METRO_KIND_POTENTIAL = 1,
@@ -325,6 +327,21 @@ typedef struct metro_sampler_api {
     int (*restore)(void *self, const void *data, size_t size);
     /* ---- ABI version 2 ---- */
     METRO_MEMORY_FN;
+    /* ---- ABI version 3: batching (appended; both NULL when absent) ----
+     * join(selves, k): the core offers the k started instances of this
+     * plugin that one process advances at once, each from its own thread
+     * (an ensemble's systems, in system order), before any of them
+     * advances.  The sampler may then advance instances it can combine
+     * (same size, layout and device code) in the same device launches,
+     * provided every system's chain stays, bit for bit, the chain of its
+     * separate run.  Instances so joined meet inside advance(): from then
+     * on each must be advanced by its own thread, and the core calls
+     * leave(self) from that thread as soon as the system will advance no
+     * more (its run ended or failed), so it never holds the others up.
+     * destroy() leaves too.  A sampler that cannot combine the instances
+     * (CPU backend, different sizes) returns 0 and changes nothing. */
+    int (*join)(void *const *selves, int k);
+    void (*leave)(void *self);
 } metro_sampler_api;
 
 /* Observables measure the state every `every` sweeps after equilibration.
