@@ -1,19 +1,34 @@
 #!/usr/bin/env bash
 # bench/gpu_batch.sh — one GPU call for brush's shared launches (issue 11),
 # run through scripts/gpu.sh (which builds build-gpu first):
-#   bash scripts/gpu.sh bash bench/gpu_batch.sh [quick|full|layouts]
+#   bash scripts/gpu.sh bash bench/gpu_batch.sh [quick|full|layouts|tuned]
 # 1. the shared-launch GPU tests (grouped systems equal separate runs, bit
 #    for bit); 2. bench/ensemble_scaling, shared launches, N = 8192 and
 #    65536, K = 1, 8, 32, 128; 3. the same with one launch per system
 #    (streams) at 8192 for comparison; 4. (full) the brush and ensemble
 #    suites.  `layouts` instead: N = 8192 shared at K = 32, 128 in other
 #    layouts (block/per_thread/eta) and with chained cycles, then ncu's view
-#    of one shared launch (K = 128, auto layout).  Each step has a time
+#    of one shared launch (K = 128, auto layout).  `tuned`: the whole N =
+#    8192 table in the two best of those layouts.  Each step has a time
 #    limit; logs go to $OUT.
 set -uo pipefail
 out=${OUT:-/tmp}
 B=${METRO_BUILD:-build-gpu}
 step() { echo "=== $* ($(date +%T))"; }
+if [ "${1:-quick}" = tuned ]; then
+  for L in 256/2/8 128/2/4; do
+    IFS=/ read -r T P E <<<"$L"
+    for mode in shared streams; do
+      step "$mode, layout $L"
+      timeout 90 "$B/bin/ensemble_scaling" --mode $mode --sizes 8192 --systems 1,8,32,128 --set sampler.block=$T \
+        --set sampler.per_thread=$P --set sampler.eta=$E 2>&1 | tee -a "$out/tuned.log" | grep -E "^ +8192|settings"
+    done
+  done
+  step "auto layout again"
+  timeout 60 "$B/bin/ensemble_scaling" --sizes 8192 --systems 1,128 2>&1 | tee -a "$out/tuned.log" | grep -E "^ +8192"
+  step done
+  exit 0
+fi
 if [ "${1:-quick}" = layouts ]; then
   for L in 256/2/4 128/2/4 256/2/8 256/2/2 512/1/4 256/4/8; do
     IFS=/ read -r T P E <<<"$L"
