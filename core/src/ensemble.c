@@ -10,7 +10,12 @@
  * together: every system runs in its own host thread on its own CUDA
  * stream, so on a GPU their launches overlap and fill the device that one
  * small system leaves idle (brush at N = 8192 keeps about 8% of an H100's
- * SMs busy); on the CPU the threads share the cores.
+ * SMs busy); on the CPU the threads share the cores.  Before they start,
+ * a sampler with join() (plugin ABI 3) is offered this process's systems
+ * and may advance them in the same launches (brush: one launch per cycle
+ * of all systems of one size and layout, samplers/brush/brush_batch.h);
+ * a system's thread leaves that group as soon as its run ends, so it
+ * never holds the others up.
  *
  * Nothing is written until every system has been validated (each is first
  * created as a dry run).  At the end the core writes, beside the systems,

@@ -37,6 +37,14 @@
  * device, copied back at sync) that finish() writes to acceptance.csv
  * (cycle, accepted, attempted, rate).  save()/restore() carry the cycle
  * count, that history and the uniforms drawn ahead.  One replica only.
+ *
+ * Ensembles (join/leave, brush_batch.h): the systems of one process with
+ * the same size, layout, device and potential parameters (at most 128 per
+ * group) share every launch: each system's thread draws its uniforms and
+ * posts its cycles, the last to post launches brush_batch_p{1,2,4} for
+ * all of them.  Each chain stays bit for bit its separate run's; for an
+ * ensemble of small systems a layout of two particles per thread (block
+ * 256, per_thread 2, eta 8 at N = 8192) fills the GPU best.
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
