@@ -103,6 +103,8 @@ int metro__start_cuda(metro_sim *sim, metro_error *err)
     sim->stream = s;
     cudaLibrary_t lib;
     cudaError_t e = cudaLibraryLoadData(&lib, cubin, NULL, NULL, 0, NULL, NULL, 0);
+    /* the device code and (below) its constants, for metro_sims_group */
+    sim->device_digest = metro__fnv(metro__fnv(METRO__FNV_INIT, &sim->device, sizeof sim->device), cubin, size);
     free(cubin);
     CUDA_TRY(e, "loading the linked device code (%zu bytes)", size);
     sim->library = lib;
@@ -115,6 +117,13 @@ int metro__start_cuda(metro_sim *sim, metro_error *err)
         return metro__fail(err, METRO_ERUN, "potential %s: parameter block of %zu bytes exceeds %zu",
                            sim->pot.plugin->d->name, psize, symsize);
     if (psize && (rc = metro__upload(sim, sym, params, psize, err, "the potential's parameters"))) return rc;
+    /* systems whose kernels may run for each other: the same code and
+     * the same constant bytes, read back as the device holds them */
+    unsigned char *cbytes = metro__xmalloc(symsize ? symsize : 1);
+    e = cudaMemcpy(cbytes, sym, symsize, cudaMemcpyDeviceToHost);
+    sim->device_digest = metro__fnv(sim->device_digest, cbytes, symsize);
+    free(cbytes);
+    CUDA_TRY(e, "reading back the potential's parameters");
     cudaKernel_t k;
     CUDA_TRY(cudaLibraryGetKernel(&k, lib, "metro_core_total_energy"), "finding metro_core_total_energy");
     sim->k_total = (void *)k;

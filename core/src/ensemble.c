@@ -205,7 +205,10 @@ int metro_sims_group(metro_sim *const *sims, int k, metro_error *err)
         if (!a || done[i] || sims[i]->grouped) continue;
         int m = 0;
         for (int j = i; j < k; ++j)
-            if (!done[j] && sims[j] && sims[j]->smp_api == a && !sims[j]->grouped) {
+            /* the same sampler, and (CUDA) the same device, code and
+             * constants: one system's kernel may then run for another */
+            if (!done[j] && sims[j] && sims[j]->smp_api == a && !sims[j]->grouped &&
+                sims[j]->st.backend == sims[i]->st.backend && sims[j]->device_digest == sims[i]->device_digest) {
                 done[j] = 1;
                 who[m] = sims[j];
                 selves[m++] = sims[j]->smp.self;

@@ -39,8 +39,8 @@
  * count, that history and the uniforms drawn ahead.  One replica only.
  *
  * Ensembles (join/leave, brush_batch.h): the systems of one process with
- * the same size, layout, device and potential parameters (at most 128 per
- * group) share every launch: each system's thread draws its uniforms and
+ * the same size and layout (and, as the core checks, the same device code
+ * and constants), at most 128 per group, share every launch: each system's thread draws its uniforms and
  * posts its cycles, the last to post launches brush_batch_p{1,2,4} for
  * all of them.  Each chain stays bit for bit its separate run's; for an
  * ensemble of small systems a layout of two particles per thread (block
@@ -359,8 +359,7 @@ static int start_cuda(brush *b)
     cudaGetDevice(&dev);
     b->key = (brush_batch_key){.device = dev, .n = b->n, .threads = b->threads, .per_thread = b->per_thread,
                                .eta = b->eta, .group_size = b->group_size, .tile = b->tile, .pre = b->pre,
-                               .chain = b->st->chain, .smem = b->smem, .pot_api = b->pot};
-    b->key.params = b->pot->device_params ? b->pot->device_params(b->pot_self, &b->key.params_size) : NULL;
+                               .chain = b->st->chain, .smem = b->smem};
     if (trace_setting()) {
         size_t bytes = (size_t)b->groups * BRUSH_TRACE_SLOTS * sizeof(unsigned long long);
         b->h_trace = malloc(bytes);

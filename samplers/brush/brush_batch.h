@@ -75,22 +75,19 @@ METRO_HD void brush_batch_ticket(unsigned t, int k, int *slot, unsigned *own)
 #include <string.h>
 
 /* What must be equal for two systems to share a launch: the kernel's
- * layout, and the device code's constants (one module's kernel runs for
- * all, reading its own potential parameter block). */
+ * layout.  (That one module's kernel may run for all of them — the same
+ * device, code and constant bytes — the core has checked before it offers
+ * them to join(): metro_sims_group.) */
 typedef struct brush_batch_key {
     int device, n, threads, per_thread, eta, group_size, tile, pre, chain;
     size_t smem;
-    const void *pot_api;          /* the potential's table */
-    const void *params;           /* its device parameter block */
-    size_t params_size;
 } brush_batch_key;
 
 static inline int brush_batch_key_equal(const brush_batch_key *a, const brush_batch_key *b)
 {
     return a->device == b->device && a->n == b->n && a->threads == b->threads && a->per_thread == b->per_thread &&
            a->eta == b->eta && a->group_size == b->group_size && a->tile == b->tile && a->pre == b->pre &&
-           a->chain == b->chain && a->smem == b->smem && a->pot_api == b->pot_api &&
-           a->params_size == b->params_size && (!a->params_size || !memcmp(a->params, b->params, a->params_size));
+           a->chain == b->chain && a->smem == b->smem;
 }
 
 /* Partition k systems by key, in order, into groups of at most `max`:

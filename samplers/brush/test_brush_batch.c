@@ -44,13 +44,11 @@ END_TEST
 
 START_TEST(partition)
 {
-    static const char pa[4] = {1, 2, 3, 4}, pb[4] = {1, 2, 3, 5};
     brush_batch_key a = {.n = 8192, .threads = 256, .per_thread = 1, .eta = 4, .group_size = 64, .tile = 1024,
-                         .pre = 2, .smem = 1000, .pot_api = pa, .params = pa, .params_size = 4};
+                         .pre = 2, .smem = 1000};
     brush_batch_key a2 = a, b = a, c = a;
-    a2.params = pa + 0; /* equal bytes, same pointer: same */
-    b.n = 65536;        /* another size */
-    c.params = pb;      /* other potential parameters */
+    b.n = 65536; /* another size */
+    c.eta = 8;   /* another layout */
     const brush_batch_key *keys[9] = {&a, &b, &a2, NULL, &c, &a, &b, &a, &a};
     int lead[9];
     ck_assert_int_eq(brush_batch_partition(keys, 9, 128, lead), 2);

@@ -284,15 +284,28 @@ static void batched_vs_separate(const char *what, void (*ini_fn)(char *, size_t,
     member *g = calloc((size_t)k, sizeof *g), *a = calloc((size_t)k, sizeof *a);
     metro_sim **sims = calloc((size_t)k, sizeof *sims);
     pthread_t *th = calloc((size_t)k, sizeof *th);
-    char ini[2048];
+    char ini[2048], (*dirs)[4096] = calloc((size_t)k, sizeof *dirs);
     for (int i = 0; i < k; ++i) {
         ini_fn(ini, sizeof ini, 41 + i, n[i]);
         g[i] = (member){metro_test_sim(ini, "cuda", sets, nsets), n[i], cycles[i], batch[i], {0}, 0, {0}};
+        snprintf(dirs[i], sizeof dirs[i], "%s/log.txt", metro_test_run_dir());
         a[i] = (member){metro_test_sim(ini, "cuda", sets, nsets), n[i], cycles[i], batch[i], {0}, 0, {0}};
         sims[i] = g[i].sim;
     }
     metro_error err = {0};
     ck_assert_msg(metro_sims_group(sims, k, &err) == METRO_OK, "%s", err.msg);
+    /* a system shares its launches exactly when another has its size (the
+     * core offered them, the sampler took them: its log says so) */
+    for (int i = 0; i < k; ++i) {
+        int same_n = 0;
+        for (int j = 0; j < k; ++j) same_n += j != i && n[j] == n[i];
+        char *log = metro_test_slurp(dirs[i]);
+        ck_assert_msg(log != NULL, "%s: no log", dirs[i]);
+        ck_assert_msg(!strstr(log, "shares its launches") == !same_n, "%s: system %d %s share its launches", what, i,
+                      same_n ? "does not" : "does");
+        free(log);
+    }
+    free(dirs);
     for (int i = 0; i < k; ++i) ck_assert_int_eq(pthread_create(&th[i], NULL, member_run, &g[i]), 0);
     for (int i = 0; i < k; ++i) pthread_join(th[i], NULL);
     for (int i = 0; i < k; ++i) {

@@ -331,8 +331,10 @@ typedef struct metro_sampler_api {
      * join(selves, k): the core offers the k started instances of this
      * plugin that one process advances at once, each from its own thread
      * (an ensemble's systems, in system order), before any of them
-     * advances.  The sampler may then advance instances it can combine
-     * (same size, layout and device code) in the same device launches,
+     * advances; on CUDA only instances on the same device whose linked
+     * code and constant bytes are the same, so one instance's kernel may
+     * run for all.  The sampler may then advance instances it can combine
+     * (same size and layout) in the same device launches,
      * provided every system's chain stays, bit for bit, the chain of its
      * separate run.  Instances so joined meet inside advance(): from then
      * on each must be advanced by its own thread, and the core calls
