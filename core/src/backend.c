@@ -117,16 +117,17 @@ int metro__start_cuda(metro_sim *sim, metro_error *err)
         return metro__fail(err, METRO_ERUN, "potential %s: parameter block of %zu bytes exceeds %zu",
                            sim->pot.plugin->d->name, psize, symsize);
     if (psize && (rc = metro__upload(sim, sym, params, psize, err, "the potential's parameters"))) return rc;
-    /* systems whose kernels may run for each other: the same code and
-     * the same constant bytes, read back as the device holds them */
+    cudaKernel_t k;
+    CUDA_TRY(cudaLibraryGetKernel(&k, lib, "metro_core_total_energy"), "finding metro_core_total_energy");
+    sim->k_total = (void *)k;
+    /* systems whose kernels may run for each other (metro_sims_group):
+     * the same code and the same constant bytes, read back as the device
+     * holds them */
     unsigned char *cbytes = metro__xmalloc(symsize ? symsize : 1);
     e = cudaMemcpy(cbytes, sym, symsize, cudaMemcpyDeviceToHost);
     sim->device_digest = metro__fnv(sim->device_digest, cbytes, symsize);
     free(cbytes);
-    CUDA_TRY(e, "reading back the potential's parameters");
-    cudaKernel_t k;
-    CUDA_TRY(cudaLibraryGetKernel(&k, lib, "metro_core_total_energy"), "finding metro_core_total_energy");
-    sim->k_total = (void *)k;
+    CUDA_TRY(e, "reading back the device constants");
     size_t np = (size_t)sim->st.particles * (size_t)sim->st.replicas, nr = (size_t)sim->st.replicas;
     CUDA_TRY(cudaMalloc((void **)&sim->st.d_pos, np * sizeof(metro_float4)), "cudaMalloc of %zu bytes for positions",
              np * sizeof(metro_float4));

@@ -30,9 +30,7 @@ extern "C" {
 #endif
 
 /* 2: host->cuda(), the optional memory() of every kind, open_output()
- * files committed whole at the end of the run.
- * 3: the sampler's optional join() / leave() (an ensemble's systems in
- * the same device launches). */
+ * files committed whole at the end of the run. */
 #define METRO_ABI_VERSION 3u
 
 typedef enum metro_kind {
@@ -327,7 +325,8 @@ typedef struct metro_sampler_api {
     int (*restore)(void *self, const void *data, size_t size);
     /* ---- ABI version 2 ---- */
     METRO_MEMORY_FN;
-    /* ---- ABI version 3: batching (appended; both NULL when absent) ----
+    /* ---- ABI version 3: shared launches, the sampler's optional join() /
+     * leave() (appended; both NULL when absent) ----
      * join(selves, k): the core offers the k started instances of this
      * plugin that one process advances at once, each from its own thread
      * (an ensemble's systems, in system order), before any of them
