@@ -1,9 +1,13 @@
 /* ensemble_scaling — K independent brush systems on one GPU, the way
  * `[run] systems = K` runs them: one host thread and one CUDA stream per
- * system, each advancing its own chain, so the launches of different
- * systems overlap on the device.
+ * system, each advancing its own chain.  With --mode shared (the default,
+ * what an ensemble does) the systems are grouped (metro_sims_group) and
+ * every cycle of all K is one launch (brush_batch.h); with --mode streams
+ * each system launches on its own and only the streams overlap (the
+ * ensemble before shared launches).
  *
  *   ensemble_scaling [--sizes 8192,65536] [--systems 1,8,32,128] [--reps 3]
+ *                    [--mode shared|streams] [--set SECTION.KEY=VALUE ...]
  *
  * The system is the paper's 3:-1 electrolyte (as bench/brush_scaling).  For
  * each N and K: after a warm-up of two cycles per system, each repeat
@@ -41,6 +45,9 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+static const char *extra[8];
+static int nextra;
+
 static metro_sim *make(int n, int seed)
 {
     char ini[1024], s[64];
@@ -51,14 +58,15 @@ static metro_sim *make(int n, int seed)
              "bjerrum = 7.117\n\n[sampler]\nplugin = brush\n",
              n, 1.1447e-6 / (6.02214076e23 * 1e-27));
     snprintf(s, sizeof s, "run.seed=%d", seed);
-    const char *sets[] = {s};
+    const char *sets[9] = {s};
+    for (int i = 0; i < nextra; ++i) sets[1 + i] = extra[i];
     metro_options opt = {0};
     opt.config_text = ini;
     opt.device = "cuda";
     opt.output = "";
     opt.quiet = 1;
     opt.sets = sets;
-    opt.nsets = 1;
+    opt.nsets = 1 + nextra;
     metro_sim *sim = NULL;
     metro_error err = {0};
     if (metro_sim_create(&opt, &sim, &err) != METRO_OK) fprintf(stderr, "ensemble_scaling: %s", err.msg);
@@ -77,7 +85,10 @@ static void *advance(void *arg)
     metro_error err = {0};
     j->rc = metro_sim_advance(j->sim, j->cycles, &err);
     if (!j->rc) j->rc = cudaStreamSynchronize((cudaStream_t)metro_sim_stream(j->sim)) != cudaSuccess;
-    if (j->rc) fprintf(stderr, "ensemble_scaling: %s\n", err.msg[0] ? err.msg : "stream failed");
+    if (j->rc) {
+        fprintf(stderr, "ensemble_scaling: %s\n", err.msg[0] ? err.msg : "stream failed");
+        metro_sim_ungroup(j->sim); /* never hold the others up */
+    }
     return NULL;
 }
 
@@ -111,13 +122,17 @@ static int parse_list(char *s, int *out, int max)
 
 int main(int argc, char **argv)
 {
-    int sizes[8] = {8192, 65536}, nsizes = 2, ks[8] = {1, 8, 32, 128}, nks = 4, reps = 3;
+    int sizes[8] = {8192, 65536}, nsizes = 2, ks[8] = {1, 8, 32, 128}, nks = 4, reps = 3, shared = 1;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--sizes") && i + 1 < argc) nsizes = parse_list(argv[++i], sizes, 8);
         else if (!strcmp(argv[i], "--systems") && i + 1 < argc) nks = parse_list(argv[++i], ks, 8);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--mode") && i + 1 < argc && (!strcmp(argv[i + 1], "shared") || !strcmp(argv[i + 1], "streams")))
+            shared = !strcmp(argv[++i], "shared");
+        else if (!strcmp(argv[i], "--set") && i + 1 < argc && nextra < 8)
+            extra[nextra++] = argv[++i];
         else {
-            fprintf(stderr, "usage: ensemble_scaling [--sizes 8192,65536] [--systems 1,8,32,128] [--reps 3]\n");
+            fprintf(stderr, "usage: ensemble_scaling [--sizes 8192,65536] [--systems 1,8,32,128] [--reps 3] [--mode shared|streams] [--set S.K=V ...]\n");
             return 2;
         }
     }
@@ -131,8 +146,10 @@ int main(int argc, char **argv)
     cudaSetDeviceFlags(cudaDeviceScheduleYield);
     struct cudaDeviceProp prop;
     cudaGetDeviceProperties(&prop, 0);
-    printf("ensemble_scaling on %s (%d SMs): K brush systems of the 3:-1 electrolyte, a thread and a stream each\n\n",
-           prop.name, prop.multiProcessorCount);
+    printf("ensemble_scaling on %s (%d SMs): K brush systems of the 3:-1 electrolyte, a thread and a stream each, %s\n\n",
+           prop.name, prop.multiProcessorCount,
+           shared ? "each cycle of all K in one launch (shared)" : "each system its own launches (streams)");
+    for (int i = 0; i < nextra; ++i) printf("%s--set %s%s", i ? " " : "settings: ", extra[i], i + 1 == nextra ? "\n\n" : "");
     printf("%8s %5s %7s %14s %16s %14s %9s %8s\n", "N", "K", "cycles", "s per repeat", "pair-deltas/s", "vs K=1",
            "ratio", "%ceil");
     for (int a = 0; a < nsizes; ++a) {
@@ -144,6 +161,11 @@ int main(int argc, char **argv)
             metro_sim **sims = calloc((size_t)k, sizeof *sims);
             int ok = 1;
             for (int i = 0; i < k && ok; ++i) ok = (sims[i] = make(n, 1 + i)) != NULL;
+            metro_error err = {0};
+            if (ok && shared && metro_sims_group(sims, k, &err) != METRO_OK) {
+                fprintf(stderr, "ensemble_scaling: %s\n", err.msg);
+                ok = 0;
+            }
             double *t = calloc((size_t)reps, sizeof *t);
             if (ok && !isnan(together(sims, k, 2)))
                 for (int r = 0; r < reps; ++r) t[r] = together(sims, k, cycles);

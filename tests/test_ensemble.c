@@ -54,6 +54,16 @@ START_TEST(systems_equal_separate_runs)
     int rc = metro_test_clif(&e, "run %s/ens.ini --device " DEVICE " --output %s/ens --quiet", dir, dir);
     ck_assert_msg(rc == 0, "%s", e);
     free(e);
+#ifdef METRO_TEST_GPU
+    /* on CUDA the four brush systems ran in shared launches */
+    for (int k = 0; k < 4; ++k) {
+        char lp[512];
+        snprintf(lp, sizeof lp, "%s/ens/system_%03d/log.txt", dir, k);
+        char *log = metro_test_slurp(lp);
+        ck_assert_msg(log && strstr(log, "shares its launches with 3 other systems"), "%s: no shared launches", lp);
+        free(log);
+    }
+#endif
     for (int k = 0; k < 4; ++k) {
         rc = metro_test_clif(&e, "run %s/ens.ini --set run.systems=1 --set run.seed=%d --device " DEVICE " --output %s/alone%d --quiet",
                  dir, 11 + k, dir, k);

@@ -113,6 +113,8 @@ int metro__start_cuda(metro_sim *sim, metro_error *err)
     sim->stream = s;
     cudaLibrary_t lib;
     cudaError_t e = cudaLibraryLoadData(&lib, cubin, NULL, NULL, 0, NULL, NULL, 0);
+    /* the device code and (below) its constants, for metro_sims_group */
+    sim->device_digest = metro__fnv(metro__fnv(METRO__FNV_INIT, &sim->device, sizeof sim->device), cubin, size);
     free(cubin);
     CUDA_TRY(e, "loading the linked device code (%zu bytes)", size);
     sim->library = lib;
@@ -134,6 +136,14 @@ int metro__start_cuda(metro_sim *sim, metro_error *err)
     cudaKernel_t k;
     CUDA_TRY(cudaLibraryGetKernel(&k, lib, "metro_core_total_energy"), "finding metro_core_total_energy");
     sim->k_total = (void *)k;
+    /* systems whose kernels may run for each other (metro_sims_group):
+     * the same code and the same constant bytes, read back as the device
+     * holds them */
+    unsigned char *cbytes = metro__xmalloc(symsize ? symsize : 1);
+    e = cudaMemcpy(cbytes, sym, symsize, cudaMemcpyDeviceToHost);
+    sim->device_digest = metro__fnv(sim->device_digest, cbytes, symsize);
+    free(cbytes);
+    CUDA_TRY(e, "reading back the device constants");
     size_t np = (size_t)sim->st.particles * (size_t)sim->st.replicas, nr = (size_t)sim->st.replicas;
     CUDA_TRY(cudaMalloc((void **)&sim->st.d_pos, np * sizeof(metro_float4)), "cudaMalloc of %zu bytes for positions",
              np * sizeof(metro_float4));

@@ -10,7 +10,12 @@
  * together: every system runs in its own host thread on its own CUDA
  * stream, so on a GPU their launches overlap and fill the device that one
  * small system leaves idle (brush at N = 8192 keeps about 8% of an H100's
- * SMs busy); on the CPU the threads share the cores.
+ * SMs busy); on the CPU the threads share the cores.  Before they start,
+ * a sampler with join() (plugin ABI 3) is offered this process's systems
+ * and may advance them in the same launches (brush: one launch per cycle
+ * of all systems of one size and layout, samplers/brush/brush_batch.h);
+ * a system's thread leaves that group as soon as its run ends, so it
+ * never holds the others up.
  *
  * Nothing is written until every system has been validated (each is first
  * created as a dry run).  At the end the core writes, beside the systems,
@@ -176,7 +181,56 @@ static void *run_one(void *arg)
 {
     job *j = arg;
     j->rc = metro_sim_run(j->sim, &j->err);
+    metro_sim_ungroup(j->sim); /* advances no more: never hold the others up */
     return NULL;
+}
+
+/* ---- shared launches ------------------------------------------------------- */
+
+static const metro_sampler_api *batching_api(const metro_sim *s)
+{
+    const metro_sampler_api *a = s ? s->smp_api : NULL;
+    return a && a->version >= 3 && a->join && a->leave ? a : NULL;
+}
+
+int metro_sims_group(metro_sim *const *sims, int k, metro_error *err)
+{
+    /* one offer per sampler plugin, its instances in system order */
+    void **selves = metro__xcalloc((size_t)(k > 0 ? k : 1), sizeof *selves);
+    metro_sim **who = metro__xcalloc((size_t)(k > 0 ? k : 1), sizeof *who);
+    unsigned char *done = metro__xcalloc((size_t)(k > 0 ? k : 1), 1);
+    int rc = METRO_OK;
+    for (int i = 0; i < k && !rc; ++i) {
+        const metro_sampler_api *a = batching_api(sims[i]);
+        if (!a || done[i] || sims[i]->grouped) continue;
+        int m = 0;
+        for (int j = i; j < k; ++j)
+            /* the same sampler, and (CUDA) the same device, code and
+             * constants: one system's kernel may then run for another */
+            if (!done[j] && sims[j] && sims[j]->smp_api == a && !sims[j]->grouped &&
+                sims[j]->st.backend == sims[i]->st.backend && sims[j]->device_digest == sims[i]->device_digest) {
+                done[j] = 1;
+                who[m] = sims[j];
+                selves[m++] = sims[j]->smp.self;
+            }
+        if (m < 2) continue;
+        if (a->join(selves, m)) {
+            rc = metro__plugin_failed(&who[0]->smp, err, METRO_ERUN, "could not share launches");
+        } else {
+            for (int j = 0; j < m; ++j) who[j]->grouped = 1;
+        }
+    }
+    free(selves);
+    free(who);
+    free(done);
+    return rc;
+}
+
+void metro_sim_ungroup(metro_sim *sim)
+{
+    if (!sim || !sim->grouped) return;
+    sim->grouped = 0;
+    batching_api(sim)->leave(sim->smp.self);
 }
 
 /* ---- combined tables -------------------------------------------------------- */
@@ -394,6 +448,14 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     metro__ranks_barrier(); /* the ensemble's folder exists before any system's */
     for (int i = me; i < e.k && !rc; i += S)
         if ((rc = metro_sim_create(&so[i].o, &jobs[i].sim, err))) metro__fail(err, rc, "(system %d of %d)", i, e.k);
+    if (!rc) {
+        /* this rank's systems: the sampler may share launches among them */
+        metro_sim **mine = metro__xcalloc((size_t)e.k, sizeof *mine);
+        int nm = 0;
+        for (int i = me; i < e.k; i += S) mine[nm++] = jobs[i].sim;
+        rc = metro_sims_group(mine, nm, err);
+        free(mine);
+    }
     if (!rc) {
         if (me == 0)
             fprintf(stderr, "metro: ensemble of %d systems on %s%s, in %s/system_000 ... system_%03d\n", e.k,

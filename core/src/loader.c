@@ -74,6 +74,8 @@ static int check_api(const metro_plugin *d, const char *path, metro_error *err)
         const metro_sampler_api *a = d->api;
         NEED(create); NEED(destroy); NEED(start); NEED(advance); NEED(sync); NEED(finish);
         NEED(save); NEED(restore);
+        /* version 3: join() and leave() come together */
+        if (!missing && a->version >= 3 && !a->join != !a->leave) missing = a->join ? "leave" : "join";
         break;
     }
     case METRO_KIND_OBSERVABLE: {

@@ -470,6 +470,7 @@ static void free_ctx(metro_ctx *c, int kind)
 void metro_sim_destroy(metro_sim *sim)
 {
     if (!sim) return;
+    metro_sim_ungroup(sim);
     for (int i = 0; i < sim->nobs; ++i) free_ctx(&sim->obs[i], METRO_KIND_OBSERVABLE);
     free(sim->obs);
     free_ctx(&sim->smp, METRO_KIND_SAMPLER);

@@ -97,6 +97,8 @@ struct metro_sim {
     int device;                   /* CUDA device (rank % devices) */
     int writer;                   /* this process writes the run directory (rank 0) */
     int asked_ranks;              /* the sampler asked which replicas are its */
+    int grouped;                  /* its sampler joined others (metro_sims_group) */
+    uint64_t device_digest;       /* CUDA: device, linked code and its constant bytes */
 
     /* CUDA backend */
     void *stream;                 /* cudaStream_t */

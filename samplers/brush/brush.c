@@ -37,15 +37,25 @@
  * device, copied back at sync) that finish() writes to acceptance.csv
  * (cycle, accepted, attempted, rate).  save()/restore() carry the cycle
  * count, that history and the uniforms drawn ahead.  One replica only.
+ *
+ * Ensembles (join/leave, brush_batch.h): the systems of one process with
+ * the same size and layout (and, as the core checks, the same device code
+ * and constants), at most 128 per group, share every launch: each system's thread draws its uniforms and
+ * posts its cycles, the last to post launches brush_batch_p{1,2,4} for
+ * all of them.  Each chain stays bit for bit its separate run's; for an
+ * ensemble of small systems a layout of two particles per thread (block
+ * 256, per_thread 2, eta 8 at N = 8192) fills the GPU best.
  */
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "metro/plugin.h"
 
 #include "brush.h"
+#include "brush_batch.h"
 #include "brush_cycles.h"
 
 /* Per-cycle acceptance counts kept on the device between syncs. */
@@ -84,7 +94,29 @@ typedef struct brush {
     /* METRO_BRUSH_TRACE set: per-group time stamps (brush.h), summarised in
      * the log after every cycle (each cycle then waits for the device) */
     unsigned long long *d_trace, *h_trace;
+    /* launches shared with other systems (join(), brush_batch.h) */
+    void *batch_kernel;
+    brush_batch_key key;
+    struct brush_group *grp;     /* NULL: launches of its own */
+    int member;                  /* its index in grp */
+    cudaStream_t stream;         /* its own stream (host->stream) */
+    cudaEvent_t ev;              /* its uniforms are drawn */
 } brush;
+
+/* Systems that share launches (brush_batch.h): the rendezvous, each
+ * member's launch block on the device, the group's stream and counter. */
+typedef struct brush_group {
+    brush_rv rv;
+    int k, refs;                 /* members; members not yet destroyed (under rv.mu) */
+    brush **m;
+    brush_batch_var *var;        /* each member's post of the current round */
+    brush_launch *d_sys;         /* device, one per member (made at the first launch) */
+    unsigned *d_ticket;
+    unsigned base;
+    cudaStream_t stream;
+    cudaEvent_t done;
+    char err[512];               /* why a shared launch failed */
+} brush_group;
 
 static const metro_param_decl params[] = {
     {"step", METRO_PARAM_REAL, "0", 0, 1e9, NULL, "length",
@@ -169,10 +201,14 @@ static void free_cuda(brush *b)
     b->d_cycle_acc = NULL;
 }
 
+static void group_drop(brush *b);
+
 static void destroy(void *self)
 {
     brush *b = self;
     if (!b) return;
+    group_drop(b);
+    if (b->ev) cudaEventDestroy(b->ev);
     if (b->st && b->st->backend == METRO_BACKEND_CUDA) free_cuda(b);
     brush_cycles_free(&b->cyc);
     free(b);
@@ -232,7 +268,8 @@ static int configure(brush *b)
     b->tile = b->group_size > 1024 ? b->group_size : T >= 256 ? 1024 : 512;
 
     static const char *names[5] = {NULL, "brush_cycle_p1", "brush_cycle_p2", NULL, "brush_cycle_p4"};
-    if (h->kernel(b->ctx, names[P], &b->kernel)) return -1;
+    static const char *batch_names[5] = {NULL, "brush_batch_p1", "brush_batch_p2", NULL, "brush_batch_p4"};
+    if (h->kernel(b->ctx, names[P], &b->kernel) || h->kernel(b->ctx, batch_names[P], &b->batch_kernel)) return -1;
     /* Stage the in-chunk terms of groups of up to 256 in phase A, unless
      * that costs a block per SM (then the decision rounds compute them) */
     int per_sm = 0;
@@ -258,6 +295,8 @@ static int configure(brush *b)
         return h->fail(b->ctx, "brush: a block of %d threads with %zu bytes of shared memory does not fit on this GPU",
                        T, b->smem);
     if (b->host->cuda(b->ctx, cudaFuncSetAttribute((const void *)b->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b->smem),
+                "brush: asking for shared memory") ||
+        b->host->cuda(b->ctx, cudaFuncSetAttribute((const void *)b->batch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)b->smem),
                 "brush: asking for shared memory"))
         return -1;
     /* cycles per launch: as many as 64 MB of uniforms hold (one with the
@@ -314,6 +353,13 @@ static int start_cuda(brush *b)
         return -1;
     b->epoch = 0;
     b->slot = 0;
+    b->stream = (cudaStream_t)b->host->stream(b->ctx);
+    /* what another system must share to run in the same launches */
+    int dev = 0;
+    cudaGetDevice(&dev);
+    b->key = (brush_batch_key){.device = dev, .n = b->n, .threads = b->threads, .per_thread = b->per_thread,
+                               .eta = b->eta, .group_size = b->group_size, .tile = b->tile, .pre = b->pre,
+                               .chain = b->st->chain, .smem = b->smem};
     if (trace_setting()) {
         size_t bytes = (size_t)b->groups * BRUSH_TRACE_SLOTS * sizeof(unsigned long long);
         b->h_trace = malloc(bytes);
@@ -453,13 +499,199 @@ static int flush_cuda(brush *b)
     return 0;
 }
 
+/* This system's launch block, for `cycles` cycles from its current epoch
+ * and slot. */
+static brush_launch launch_block(const brush *b, const metro_state *st, int cycles)
+{
+    brush_launch L;
+    memset(&L, 0, sizeof L);
+    L.pos = st->d_pos;
+    L.rnd = b->d_rnd;
+    L.ticket = b->d_ticket;
+    L.flags = b->d_flags;
+    L.cflags = b->d_flags + b->groups;
+    L.done = b->d_done;
+    L.energy_done = b->d_done + (size_t)b->per_launch * b->groups;
+    L.group_de = b->d_group_de;
+    L.group_acc = b->d_group_acc;
+    L.energy = st->d_energy;
+    L.cycle_acc = b->d_cycle_acc;
+    L.slot = b->slot;
+    L.epoch = b->epoch + 1;
+    L.cycles = cycles;
+    L.n = b->n;
+    L.groups = b->groups;
+    L.group_size = b->group_size;
+    L.eta = b->eta;
+    L.tile = b->tile;
+    L.pre_chunks = b->pre;
+    L.chain = st->chain;
+    L.step = b->step;
+    L.trace = b->d_trace;
+    return L;
+}
+
+/* ---- shared launches (brush_batch.h) ---------------------------------------- */
+
+static int group_fail(brush_group *G, int status, const char *what)
+{
+    if (status == cudaSuccess) return 0;
+    snprintf(G->err, sizeof G->err, "CUDA: %s failed: %s (%s)", what, cudaGetErrorName((cudaError_t)status),
+             cudaGetErrorString((cudaError_t)status));
+    return -1;
+}
+
+/* The rendezvous' launch (brush_rv): every posted member's cycles in one
+ * grid on the group's stream, after each one's uniforms; each posted
+ * member's stream then waits for it.  Runs in a posted member's thread,
+ * under the rendezvous lock. */
+static int group_launch(void *arg, const unsigned char *has, int k)
+{
+    brush_group *G = arg;
+    brush *lead = NULL;
+    for (int i = 0; i < k && !lead; ++i)
+        if (has[i]) lead = G->m[i];
+    if (!G->stream) { /* first launch: the group's stream, counter and launch blocks */
+        brush_launch *h = calloc((size_t)(k > 0 ? k : 1), sizeof *h);
+        if (!h) return snprintf(G->err, sizeof G->err, "out of memory"), -1;
+        for (int i = 0; i < k; ++i) h[i] = launch_block(G->m[i], G->m[i]->st, 0);
+        int rc = group_fail(G, cudaStreamCreateWithFlags(&G->stream, cudaStreamNonBlocking), "creating the group's stream") ||
+                 group_fail(G, cudaEventCreateWithFlags(&G->done, cudaEventDisableTiming), "creating an event") ||
+                 group_fail(G, cudaMalloc((void **)&G->d_ticket, sizeof(unsigned)), "allocating the group's counter") ||
+                 group_fail(G, cudaMemset(G->d_ticket, 0, sizeof(unsigned)), "clearing the group's counter") ||
+                 group_fail(G, cudaMalloc((void **)&G->d_sys, (size_t)k * sizeof *h), "allocating launch blocks") ||
+                 group_fail(G, cudaMemcpy(G->d_sys, h, (size_t)k * sizeof *h, cudaMemcpyHostToDevice), "uploading launch blocks");
+        free(h);
+        if (rc) return -1;
+    }
+    brush_batch B;
+    memset(&B, 0, sizeof B);
+    B.sys = G->d_sys;
+    B.ticket = G->d_ticket;
+    B.base = G->base;
+    B.groups = lead->groups;
+    for (int i = 0; i < k; ++i) {
+        if (!has[i]) continue;
+        B.var[B.k++] = G->var[i];
+        if (G->var[i].cycles > B.cycles) B.cycles = G->var[i].cycles;
+        if (group_fail(G, cudaStreamWaitEvent(G->stream, G->m[i]->ev, 0), "waiting for a system's uniforms")) return -1;
+    }
+    const unsigned blocks = (unsigned)B.k * (unsigned)B.cycles * (unsigned)B.groups;
+    void *args[1] = {&B};
+    dim3 grid = {blocks, 1, 1}, block = {(unsigned)lead->threads, 1, 1};
+    if (group_fail(G, cudaLaunchKernel((const void *)lead->batch_kernel, grid, block, args, lead->smem, G->stream),
+                   "brush: launching the shared cycles") ||
+        group_fail(G, cudaEventRecord(G->done, G->stream), "recording the shared launch"))
+        return -1;
+    G->base += blocks;
+    for (int i = 0; i < k; ++i)
+        if (has[i] && group_fail(G, cudaStreamWaitEvent(G->m[i]->stream, G->done, 0), "waiting for the shared launch"))
+            return -1;
+    return 0;
+}
+
+/* Post this system's next launch of K cycles to its group and wait until
+ * the group has launched it. */
+static int group_post(brush *b, int K)
+{
+    brush_group *G = b->grp;
+    G->var[b->member] = (brush_batch_var){b->member, b->epoch + 1, b->slot, K};
+    if (b->host->cuda(b->ctx, cudaEventRecord(b->ev, b->stream), "brush: recording an event")) return -1;
+    if (brush_rv_post(&G->rv, b->member))
+        return b->host->fail(b->ctx, "brush: a launch shared with other systems failed: %s", G->err);
+    return 0;
+}
+
+static void group_leave(brush *b)
+{
+    if (b->grp) brush_rv_leave(&b->grp->rv, b->member);
+}
+
+/* Leave, and free the group with its last member. */
+static void group_drop(brush *b)
+{
+    brush_group *G = b->grp;
+    if (!G) return;
+    group_leave(b);
+    pthread_mutex_lock(&G->rv.mu);
+    const int last = --G->refs == 0;
+    pthread_mutex_unlock(&G->rv.mu);
+    b->grp = NULL;
+    if (!last) return;
+    if (G->stream) {
+        cudaStreamSynchronize(G->stream);
+        cudaStreamDestroy(G->stream);
+        cudaEventDestroy(G->done);
+    }
+    cudaFree(G->d_ticket);
+    cudaFree(G->d_sys);
+    brush_rv_free(&G->rv);
+    free(G->m);
+    free(G->var);
+    free(G);
+}
+
+static int join(void *const *selves, int k)
+{
+    const brush_batch_key **keys = calloc((size_t)k, sizeof *keys);
+    int *lead = calloc((size_t)k, sizeof *lead);
+    brush *b0 = selves[0];
+    if (!keys || !lead) {
+        free(keys);
+        free(lead);
+        return b0->host->fail(b0->ctx, "out of memory");
+    }
+    for (int i = 0; i < k; ++i) {
+        const brush *b = selves[i];
+        /* CUDA only; not with the trace (it waits for every cycle) */
+        keys[i] = b->st && b->st->backend == METRO_BACKEND_CUDA && !b->d_trace && !b->grp ? &b->key : NULL;
+    }
+    int rc = brush_batch_partition(keys, k, BRUSH_BATCH_MAX, lead) < 0 ? b0->host->fail(b0->ctx, "out of memory") : 0;
+    for (int i = 0; i < k && !rc; ++i) {
+        if (lead[i] != i) continue;
+        brush_group *G = calloc(1, sizeof *G);
+        int m = 0;
+        for (int j = i; j < k; ++j) m += lead[j] == i;
+        if (G) {
+            G->m = calloc((size_t)m, sizeof *G->m);
+            G->var = calloc((size_t)m, sizeof *G->var);
+        }
+        if (!G || !G->m || !G->var || brush_rv_init(&G->rv, m, group_launch, G)) {
+            if (G) free(G->m), free(G->var);
+            free(G);
+            rc = b0->host->fail(b0->ctx, "out of memory");
+            break;
+        }
+        G->k = G->refs = m;
+        for (int j = i, n = 0; j < k; ++j) {
+            if (lead[j] != i) continue;
+            brush *b = selves[j];
+            G->m[n] = b;
+            b->grp = G;
+            b->member = n++;
+            if (b->host->cuda(b->ctx, cudaEventCreateWithFlags(&b->ev, cudaEventDisableTiming), "brush: creating an event")) rc = -1;
+            b->host->log(b->ctx, METRO_LOG_INFO, "brush: shares its launches with %d other systems (member %d of %d)",
+                         m - 1, b->member, m);
+        }
+    }
+    free(keys);
+    free(lead);
+    return rc;
+}
+
+static void leave(void *self)
+{
+    group_leave(self);
+}
+
 /* Cycles go to the device in launches of up to per_launch: the launch's
  * blocks take tickets (cycle k, group g) in order, so cycle k's first
  * groups sum over the partners cycle k-1 has finished while its last
- * groups still decide (brush.h). */
+ * groups still decide (brush.h).  In a group, the launch is shared with
+ * the other systems' (brush_batch.h). */
 static int advance_cuda(brush *b, metro_state *st, long sweeps)
 {
-    cudaStream_t s = (cudaStream_t)b->host->stream(b->ctx);
+    cudaStream_t s = b->stream;
     const size_t per = (size_t)b->n * BRUSH_UNIFORMS_PER_PARTICLE;
     for (long c = 0; c < sweeps;) {
         if (b->slot == BRUSH_SLOTS && flush_cuda(b)) return -1;
@@ -469,7 +701,7 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
         for (long k = 0; k < K; ++k) { /* one cycle's uniforms at a time: the stream as one launch per cycle */
             float *dst = (float *)(b->d_rnd + k * b->n);
             if (b->cyc.pool_n - b->cyc.pool_pos >= per) { /* left by a CPU checkpoint */
-                if (b->host->cuda(b->ctx, cudaMemcpy(dst, b->cyc.pool + b->cyc.pool_pos, per * sizeof(float), cudaMemcpyHostToDevice),
+                if (b->host->cuda(b->ctx, cudaMemcpyAsync(dst, b->cyc.pool + b->cyc.pool_pos, per * sizeof(float), cudaMemcpyHostToDevice, s),
                             "brush: uploading uniforms"))
                     return -1;
                 b->cyc.pool_pos += per;
@@ -483,35 +715,15 @@ static int advance_cuda(brush *b, metro_state *st, long sweeps)
                 return -1;
             b->epoch = 0;
         }
-        brush_launch L;
-        memset(&L, 0, sizeof L);
-        L.pos = st->d_pos;
-        L.rnd = b->d_rnd;
-        L.ticket = b->d_ticket;
-        L.flags = b->d_flags;
-        L.cflags = b->d_flags + b->groups;
-        L.done = b->d_done;
-        L.energy_done = b->d_done + (size_t)b->per_launch * b->groups;
-        L.group_de = b->d_group_de;
-        L.group_acc = b->d_group_acc;
-        L.energy = st->d_energy;
-        L.cycle_acc = b->d_cycle_acc;
-        L.slot = b->slot;
-        L.epoch = b->epoch + 1;
-        L.cycles = (int)K;
-        L.n = b->n;
-        L.groups = b->groups;
-        L.group_size = b->group_size;
-        L.eta = b->eta;
-        L.tile = b->tile;
-        L.pre_chunks = b->pre;
-        L.chain = st->chain;
-        L.step = b->step;
-        L.trace = b->d_trace;
-        void *args[1] = {&L};
-        dim3 grid = {(unsigned)(K * b->groups), 1, 1}, block = {(unsigned)b->threads, 1, 1};
-        if (b->host->cuda(b->ctx, cudaLaunchKernel((const void *)b->kernel, grid, block, args, b->smem, s), "brush: launching"))
-            return -1;
+        if (b->grp) {
+            if (group_post(b, (int)K)) return -1;
+        } else {
+            brush_launch L = launch_block(b, st, (int)K);
+            void *args[1] = {&L};
+            dim3 grid = {(unsigned)(K * b->groups), 1, 1}, block = {(unsigned)b->threads, 1, 1};
+            if (b->host->cuda(b->ctx, cudaLaunchKernel((const void *)b->kernel, grid, block, args, b->smem, s), "brush: launching"))
+                return -1;
+        }
         b->epoch += (unsigned)K;
         b->slot += (int)K;
         b->cycles += K;
@@ -588,6 +800,8 @@ static const metro_sampler_api api = {
     .save = save,
     .restore = restore,
     .memory = memory,
+    .join = join,
+    .leave = leave,
 };
 
 METRO_PLUGIN(sampler, "brush", "1.0.0",

@@ -50,6 +50,7 @@
 #include "metro/device.h"
 
 #include "brush.h"
+#include "brush_batch.h"
 
 #define BRUSH_FULL 0xffffffffu
 /* earlier groups taken one at a time near the front of the chain */
@@ -268,8 +269,10 @@ static __device__ __forceinline__ unsigned brush_chain(double dE, double nlu, fl
 
 /* ---- the cycle ----------------------------------------------------------- */
 
+/* own >= 0: the block's ticket in this system's chain, taken by a batched
+ * launch (brush_batch.h); -1: take it from L.ticket (a launch of its own) */
 template <int P>
-static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
+static __device__ __forceinline__ void brush_cycle(const brush_launch &L, int own)
 {
     extern __shared__ __align__(16) unsigned char brush_smem[];
     __shared__ unsigned s_group;
@@ -294,7 +297,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
     float *djit = (float *)(omp + BRUSH_XWARPS * 32); /* 32 x 32: in-chunk terms of an unstaged chunk */
 
     if (t == 0) {
-        s_group = atomicAdd(L.ticket, 1u);
+        s_group = own < 0 ? atomicAdd(L.ticket, 1u) : (unsigned)own;
         /* cycle k > 0: this group's old positions are cycle k-1's final ones */
         if (s_group >= (unsigned)L.groups)
             brush_wait_group(L.flags, s_group % L.groups, L.epoch + s_group / L.groups - 1);
@@ -627,22 +630,70 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L)
             volatile double *en = L.energy;
             *en += de;
             if (cyc + 1 < L.cycles) brush_st_release(L.energy_done + cyc, epoch);
-            else *L.ticket = 0u;
+            else if (own < 0) *L.ticket = 0u; /* a batched launch's counter is never re-armed */
         }
     }
 }
 
 extern "C" __global__ void __launch_bounds__(1024) brush_cycle_p1(brush_launch L)
 {
-    brush_cycle<1>(L);
+    brush_cycle<1>(L, -1);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 4) brush_cycle_p2(brush_launch L)
 {
-    brush_cycle<2>(L);
+    brush_cycle<2>(L, -1);
 }
 
 extern "C" __global__ void __launch_bounds__(256, 3) brush_cycle_p4(brush_launch L)
 {
-    brush_cycle<4>(L);
+    brush_cycle<4>(L, -1);
+}
+
+/* ---- several systems in one launch (brush_batch.h) ------------------------ */
+
+/* The parameter block is read in place (__grid_constant__: no copy of its
+ * 2 KiB per thread).  The block's ticket picks its system and its own
+ * ticket there; the
+ * system's launch block goes to shared memory with this launch's epoch,
+ * slot and cycles, and the block runs as it would in a launch of its own.
+ * A block past its system's cycles leaves at once. */
+template <int P>
+static __device__ __forceinline__ void brush_batch_cycle(const brush_batch &B)
+{
+    __shared__ brush_launch s_L;
+    __shared__ int s_own;
+    if (threadIdx.x == 0) {
+        int slot;
+        unsigned own;
+        brush_batch_ticket(atomicAdd(B.ticket, 1u) - B.base, B.k, &slot, &own);
+        const brush_batch_var v = B.var[slot];
+        s_own = own / (unsigned)B.groups < (unsigned)v.cycles ? (int)own : -1;
+        if (s_own >= 0) {
+            s_L = B.sys[v.sys];
+            s_L.ticket = NULL;
+            s_L.epoch = v.epoch;
+            s_L.slot = v.slot;
+            s_L.cycles = v.cycles;
+            s_L.trace = NULL;
+        }
+    }
+    __syncthreads();
+    if (s_own < 0) return;
+    brush_cycle<P>(s_L, s_own);
+}
+
+extern "C" __global__ void __launch_bounds__(1024) brush_batch_p1(const __grid_constant__ brush_batch B)
+{
+    brush_batch_cycle<1>(B);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 4) brush_batch_p2(const __grid_constant__ brush_batch B)
+{
+    brush_batch_cycle<2>(B);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 3) brush_batch_p4(const __grid_constant__ brush_batch B)
+{
+    brush_batch_cycle<4>(B);
 }

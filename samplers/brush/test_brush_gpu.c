@@ -5,7 +5,9 @@
  * on a floating-point tie).  N = 4096 over 20 cycles, non-powers of two
  * (3000, 1000) over many layouts (eta, block, per_thread), a bonded chain
  * (lj_fene: the bond corrections across chunks and groups), energy
- * bookkeeping, and the two-ion exact check on CUDA.
+ * bookkeeping, the two-ion exact check on CUDA, and systems that share
+ * launches (brush_batch.h) equal to the same systems run alone, bit for
+ * bit.
  *
  * For compute-sanitizer (racecheck instruments every shared-memory access
  * and cannot finish the full suite in reasonable time), METRO_BRUSH_SMALL=1
@@ -17,6 +19,7 @@
  *   CK_FORK=no METRO_BRUSH_SMALL=1 compute-sanitizer --tool racecheck \
  *       build/samplers/brush/test_brush_gpu   (or wherever ctest runs it) */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -237,6 +240,141 @@ START_TEST(chained_cycles)
 }
 END_TEST
 
+/* ---- shared launches (brush_batch.h) --------------------------------------- */
+
+/* One system of a group: advanced by its own thread `cycles` cycles, `batch`
+ * at a time (acceptances per advance), then it leaves the group. */
+typedef struct member {
+    metro_sim *sim;
+    int n, cycles, batch;
+    long long acc[64];
+    int rc;
+    char msg[512];
+} member;
+
+static void *member_run(void *arg)
+{
+    member *m = arg;
+    metro_error err = {0};
+    long long prev = 0;
+    for (int done = 0, i = 0; done < m->cycles && !m->rc; ++i) {
+        const int k = m->cycles - done < m->batch ? m->cycles - done : m->batch;
+        m->rc = metro_sim_advance(m->sim, k, &err);
+        const metro_state *st = m->rc ? NULL : metro_sim_state(m->sim, &err);
+        if (!st) {
+            m->rc = 1;
+            break;
+        }
+        m->acc[i] = st->accepted[0] - prev;
+        prev = st->accepted[0];
+        done += k;
+    }
+    if (m->rc) snprintf(m->msg, sizeof m->msg, "%.500s", err.msg);
+    metro_sim_ungroup(m->sim);
+    return NULL;
+}
+
+/* Systems of ini_fn(seed, n) grouped (metro_sims_group, one thread each)
+ * end, bit for bit, where the same systems run one by one end: positions,
+ * running energy, every advance's acceptances.  Systems of another size
+ * in the same call run alone, still equal. */
+static void batched_vs_separate(const char *what, void (*ini_fn)(char *, size_t, int, int), int k, const int *n,
+                                const int *cycles, const int *batch, const char *const *sets, int nsets)
+{
+    member *g = calloc((size_t)k, sizeof *g), *a = calloc((size_t)k, sizeof *a);
+    metro_sim **sims = calloc((size_t)k, sizeof *sims);
+    pthread_t *th = calloc((size_t)k, sizeof *th);
+    char ini[2048], (*dirs)[4096] = calloc((size_t)k, sizeof *dirs);
+    for (int i = 0; i < k; ++i) {
+        ini_fn(ini, sizeof ini, 41 + i, n[i]);
+        g[i] = (member){metro_test_sim(ini, "cuda", sets, nsets), n[i], cycles[i], batch[i], {0}, 0, {0}};
+        snprintf(dirs[i], sizeof dirs[i], "%s/log.txt", metro_test_run_dir());
+        a[i] = (member){metro_test_sim(ini, "cuda", sets, nsets), n[i], cycles[i], batch[i], {0}, 0, {0}};
+        sims[i] = g[i].sim;
+    }
+    metro_error err = {0};
+    ck_assert_msg(metro_sims_group(sims, k, &err) == METRO_OK, "%s", err.msg);
+    /* a system shares its launches exactly when another has its size (the
+     * core offered them, the sampler took them: its log says so) */
+    for (int i = 0; i < k; ++i) {
+        int same_n = 0;
+        for (int j = 0; j < k; ++j) same_n += j != i && n[j] == n[i];
+        char *log = metro_test_slurp(dirs[i]);
+        ck_assert_msg(log != NULL, "%s: no log", dirs[i]);
+        ck_assert_msg(!strstr(log, "shares its launches") == !same_n, "%s: system %d %s share its launches", what, i,
+                      same_n ? "does not" : "does");
+        free(log);
+    }
+    free(dirs);
+    for (int i = 0; i < k; ++i) ck_assert_int_eq(pthread_create(&th[i], NULL, member_run, &g[i]), 0);
+    for (int i = 0; i < k; ++i) pthread_join(th[i], NULL);
+    for (int i = 0; i < k; ++i) {
+        member_run(&a[i]); /* alone, one after the other */
+        ck_assert_msg(!g[i].rc && !a[i].rc, "%s: system %d: %s%s", what, i, g[i].msg, a[i].msg);
+        for (int c = 0; c * batch[i] < cycles[i]; ++c)
+            ck_assert_msg(g[i].acc[c] == a[i].acc[c], "%s: system %d, advance %d: %lld accepted grouped, %lld alone",
+                          what, i, c, g[i].acc[c], a[i].acc[c]);
+        const metro_state *sg = metro_sim_state(g[i].sim, &err), *sa = metro_sim_state(a[i].sim, &err);
+        ck_assert(sg && sa);
+        ck_assert_msg(memcmp(sg->pos, sa->pos, (size_t)n[i] * sizeof *sg->pos) == 0, "%s: system %d: positions differ",
+                      what, i);
+        ck_assert_msg(sg->energy[0] == sa->energy[0] && sg->accepted[0] == sa->accepted[0] &&
+                          sg->attempted[0] == sa->attempted[0],
+                      "%s: system %d: energy %.17g grouped, %.17g alone", what, i, sg->energy[0], sa->energy[0]);
+        ck_assert_int_gt(sg->accepted[0], 0);
+        metro_sim_destroy(g[i].sim);
+        metro_sim_destroy(a[i].sim);
+    }
+    free(g);
+    free(a);
+    free(sims);
+    free(th);
+}
+
+static void ini_paper_fn(char *buf, size_t len, int seed, int n)
+{
+    ini_paper(buf, len, seed, n);
+}
+
+/* Five systems of 3000 ions share launches of up to 4 cycles while
+ * advancing by 1, 5, 3 (and leaving after 7 cycles), 12 and 2 cycles at a
+ * time, so a launch holds systems with different cycle counts and members
+ * leave while others go on; a sixth of 1000 ions runs alone. */
+START_TEST(batched_equals_separate)
+{
+    static const int n[6] = {3000, 3000, 3000, 3000, 3000, 1000}, cycles[6] = {12, 12, 7, 12, 12, 12},
+                     batch[6] = {1, 5, 3, 12, 2, 4};
+    const char *sets[1] = {"sampler.cycles_per_launch=4"};
+    batched_vs_separate("auto layout", ini_paper_fn, 6, n, cycles, batch, sets, 1);
+}
+END_TEST
+
+/* The p2 kernel and the default one cycle per launch (N = 1000, 16 groups
+ * of 64), eight systems. */
+START_TEST(batched_two_per_thread)
+{
+    static const int n[8] = {1000, 1000, 1000, 1000, 1000, 1000, 1000, 1000}, cycles[8] = {10, 10, 10, 10, 10, 10, 10, 6},
+                     batch[8] = {10, 1, 2, 5, 10, 3, 10, 6};
+    const char *sets[3] = {"sampler.eta=1", "sampler.block=32", "sampler.per_thread=2"};
+    batched_vs_separate("eta 1 block 32 per_thread 2", ini_paper_fn, 8, n, cycles, batch, sets, 3);
+}
+END_TEST
+
+static void ini_chain_fn(char *buf, size_t len, int seed, int n)
+{
+    snprintf(buf, len, "[run]\nseed = %d\nsweeps = 0\n\n[system]\nparticles = %d\n\n[potential]\nplugin = lj_fene\n\n"
+                       "[sampler]\nplugin = brush\nstep = 0.08\n", seed, n);
+}
+
+/* A bonded chain (lj_fene): the bond terms across chunks and groups. */
+START_TEST(batched_chain)
+{
+    static const int n[3] = {150, 150, 150}, cycles[3] = {20, 20, 20}, batch[3] = {20, 7, 1};
+    const char *sets[3] = {"sampler.eta=2", "sampler.block=64", "sampler.per_thread=1"};
+    batched_vs_separate("lj_fene chain", ini_chain_fn, 3, n, cycles, batch, sets, 3);
+}
+END_TEST
+
 START_TEST(two_ions_cuda)
 {
     char ini[2048];
@@ -304,6 +442,12 @@ int main(void)
     tcase_add_test(tc, tiny_systems);
     tcase_add_test(tc, bonded_chain);
     tcase_add_test(tc, chained_cycles);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("shared_launches");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, batched_equals_separate);
+    tcase_add_test(tc, batched_two_per_thread);
+    tcase_add_test(tc, batched_chain);
     suite_add_tcase(s, tc);
     tc = tcase_create("exact");
     tcase_set_timeout(tc, 600);

@@ -100,6 +100,18 @@ int metro_ensemble_systems(const metro_options *opt, metro_error *err);
  * METRO_OK, or the first failure with every system's message in err. */
 int metro_ensemble_run(const metro_options *opt, metro_error *err);
 
+/* Let the samplers of sims[0..k), which this process will advance at
+ * once, one thread each, share device launches where they can (the
+ * sampler's join(): brush combines systems of one size and layout on CUDA
+ * into one launch per cycle); each system's chain stays bit for bit that of
+ * its separate run.  Grouped sims meet inside metro_sim_advance(), so every
+ * one must be advanced by its own thread, and metro_sim_ungroup() called
+ * from that thread when it will advance no more (metro_sim_destroy() does
+ * it too).  metro_ensemble_run() does all this itself.  METRO_OK or
+ * METRO_ERUN. */
+int metro_sims_group(metro_sim *const *sims, int k, metro_error *err);
+void metro_sim_ungroup(metro_sim *sim);
+
 /* The command-line program: metro run|list|describe|--help|--version. */
 int metro_main(int argc, char **argv);
 

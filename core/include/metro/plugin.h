@@ -36,7 +36,9 @@ extern "C" {
  * Coulomb-shaped fields chain, cell_radius and bjerrum left metro_setup
  * (named facts instead: host->fact_set / fact); potentials are terms with
  * per-pair host functions and per-plugin device names (metro/device.h).
- * The layout of metro_setup changed, so only version 3 plugins load. */
+ * The layout of metro_setup changed, so only version 3 plugins load.
+ * Samplers may offer join()/leave(): an ensemble's systems sharing
+ * launches (issue 11). */
 #define METRO_ABI_VERSION 3u
 
 typedef enum metro_kind {
@@ -403,6 +405,24 @@ typedef struct metro_sampler_api {
     int (*restore)(void *self, const void *data, size_t size);
     /* ---- ABI version 2 ---- */
     METRO_MEMORY_FN;
+    /* ---- ABI version 3: shared launches, the sampler's optional join() /
+     * leave() (appended; both NULL when absent) ----
+     * join(selves, k): the core offers the k started instances of this
+     * plugin that one process advances at once, each from its own thread
+     * (an ensemble's systems, in system order), before any of them
+     * advances; on CUDA only instances on the same device whose linked
+     * code and constant bytes are the same, so one instance's kernel may
+     * run for all.  The sampler may then advance instances it can combine
+     * (same size and layout) in the same device launches,
+     * provided every system's chain stays, bit for bit, the chain of its
+     * separate run.  Instances so joined meet inside advance(): from then
+     * on each must be advanced by its own thread, and the core calls
+     * leave(self) from that thread as soon as the system will advance no
+     * more (its run ended or failed), so it never holds the others up.
+     * destroy() leaves too.  A sampler that cannot combine the instances
+     * (CPU backend, different sizes) returns 0 and changes nothing. */
+    int (*join)(void *const *selves, int k);
+    void (*leave)(void *self);
 } metro_sampler_api;
 
 /* Observables measure the state every `every` sweeps after equilibration.
