@@ -11,7 +11,8 @@
 #       every 10 cycles
 #   scripts/gpu.sh bench/gpu_open.sh mpi       an MPI build with the
 #       machine's own MPI, if CMake finds one: test_mpi, and parallel
-#       tempering N = 55 with 2 x 32768 replicas on 1 and 2 ranks
+#       tempering N = 55 with 2 x 32768 replicas on 1 and 2 ranks, and an
+#       ensemble of 32 brush systems of 8192 ions on 1 and 2 ranks
 #
 # Logs under $OUT.
 set -uo pipefail
@@ -54,6 +55,39 @@ mpi)
         --set sampler.ladders=512 --set run.equilibration=0 --set run.sweeps=20000 --device cuda \
         --output $w/pt$r --quiet 2>&1 | tail -1
       echo "$r rank(s): $(grep -E 'done:' $w/pt$r/log.txt)"
+    done
+    # an ensemble of 32 brush systems of 8192 ions (shared launches, the
+    # 256/2/8 layout) on 1 and 2 ranks: total moves/s from the wall time of
+    # the production phase (the systems' own "done:" lines, summed)
+    cat > $w/ens.ini <<'INI'
+[run]
+seed = 11
+systems = 32
+equilibration = 20
+sweeps = 1500
+device = cuda
+[system]
+particles = 8192
+[potential]
+plugin = coulomb_hs
+valences = 3, -1
+diameters = 7.5
+concentration = 0.0019008922
+bjerrum = 7.117
+[sampler]
+plugin = brush
+block = 256
+per_thread = 2
+eta = 8
+[observable energy]
+plugin = energy
+series = false
+INI
+    for r in 1 2; do
+      /usr/bin/time -f "wall %e s" mpirun --oversubscribe -np $r build-gpu-mpi/bin/metro run $w/ens.ini \
+        --output $w/ens$r --quiet 2>&1 | tail -1
+      awk -v r=$r '/done:/ { for (i = 1; i <= NF; i++) if ($i ~ /moves\/s/) { gsub(/\(/, "", $(i-1)); s += $(i-1); n++ } }
+        END { printf "%d rank(s): %d systems, summed %.4g moves/s\n", r, n, s }' $w/ens$r/system_*/log.txt
     done
   else
     echo "no MPI build here:"; grep -iE "mpi|error" $out/mpi_cmake.log | head -5
