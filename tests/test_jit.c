@@ -73,6 +73,56 @@ START_TEST(every_pair_links_for_sm90)
 }
 END_TEST
 
+/* A composite's generated source (core/src/compose.c): a short-ranged
+ * bonded term on one species beside a long-ranged term on all, as a
+ * charged chain with counterions has, compiles with NVRTC and links with
+ * every sampler for sm_90. */
+START_TEST(composite_links_for_sm90)
+{
+    found f = {0};
+    metro_error err = {0};
+    metro__plugin_each(collect, &f, &err);
+    const metro__plugin *lj = NULL, *chs = NULL;
+    for (int i = 0; i < f.n; ++i) {
+        if (!strcmp(f.p[i]->d->name, "lj_fene")) lj = f.p[i];
+        if (!strcmp(f.p[i]->d->name, "coulomb_hs")) chs = f.p[i];
+    }
+    ck_assert_ptr_nonnull(lj);
+    ck_assert_ptr_nonnull(chs);
+    static int first[2] = {0, 8}, length[2] = {8, 8};
+    static const metro_topology chains = {2, first, length, NULL};
+    metro__compose_desc d = {.n = 2, .all = 3, .bond = 0, .topology = &chains};
+    d.name[0] = "lj_fene";
+    d.mask[0] = 1;
+    d.range[0] = 2.245;
+    d.name[1] = "coulomb_hs";
+    d.mask[1] = 3;
+    char *src = metro__compose_text(&d);
+    ck_assert_ptr_nonnull(src);
+    /* the long-ranged term keeps its own run form; the short one is gated */
+    ck_assert_msg(strstr(src, "coulomb_hs__pair_delta_begin((metro_potential_params + 1024), t, o)") &&
+                      strstr(src, "s->rest += lj_fene__pair_delta"),
+                  "%s", src);
+    int links = 0;
+    for (int j = 0; j < f.n; ++j) {
+        if (f.p[j]->d->kind != METRO_KIND_SAMPLER || !f.p[j]->d->device_ir_size) continue;
+        metro__ir irs[5] = {{"core", metro__core_ir, metro__core_ir_size, 0}, lone_ir(src),
+                            {"lj_fene", lj->d->device_ir, lj->d->device_ir_size, 0},
+                            {"coulomb_hs", chs->d->device_ir, chs->d->device_ir_size, 0},
+                            {f.p[j]->d->name, f.p[j]->d->device_ir, f.p[j]->d->device_ir_size, 0}};
+        void *cubin = NULL;
+        size_t size = 0;
+        metro_error e = {0};
+        ck_assert_msg(metro__jit_link(irs, 5, "sm_90", &cubin, &size, &e) == METRO_OK, "%s: %s", f.p[j]->d->name, e.msg);
+        ck_assert_int_eq(memcmp(cubin, "\177ELF", 4), 0);
+        free(cubin);
+        ++links;
+    }
+    ck_assert_int_ge(links, 3);
+    free(src);
+}
+END_TEST
+
 START_TEST(unresolved_symbol_is_reported)
 {
     /* The core alone calls the device ABI that no potential provides. */
@@ -135,6 +185,7 @@ int main(void)
     TCase *tc = tcase_create("link");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, every_pair_links_for_sm90);
+    tcase_add_test(tc, composite_links_for_sm90);
     tcase_add_test(tc, unresolved_symbol_is_reported);
     tcase_add_test(tc, cache_is_used_and_damage_rebuilt);
     suite_add_tcase(s, tc);

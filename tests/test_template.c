@@ -13,7 +13,12 @@
  *    plugins with no LD_LIBRARY_PATH, and the plugin project installs its
  *    .so into <its prefix>/lib/metro/plugins.
  *  - build_tree_sdk: the same template against this build tree, never
- *    installed (-Dmetro_DIR=<build>).
+ *    installed (-Dmetro_DIR=<build>); then the template's trap composed
+ *    with the in-tree lj_fene in one system (docs/COMPOSITION.md): three
+ *    trapped particles beside a free LJ + FENE dimer, whose <E> is
+ *    (3/2) 3 T plus the dimer's exact <U> (lj_fene_exact.h), on the CPU;
+ *    and the composite's generated device code links with the trap's and
+ *    lj_fene's for sm_90.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -28,6 +33,7 @@
 #include "loader.h"
 #include "lone_source.h"
 #include "testutil.h"
+#include "../potentials/lj_fene/lj_fene_exact.h"
 
 /* Commands start from a clean slate: no CUDA libraries or plugins borrowed
  * from the caller's environment, the toolkit's nvcc on PATH, and Ninja
@@ -241,6 +247,62 @@ START_TEST(build_tree_sdk)
     ck_assert_msg(strstr(o, "potential harmonic_trap") && strstr(o, sub), "describe said:\n%s", o);
     free(o);
     free(e);
+
+    /* composed with an in-tree term: the trap on "free", the chain term on
+     * "m"; no term couples the two species, so the energies add */
+    const double T = 0.8;
+    fmt(sub, "%s/composed.ini", dir);
+    FILE *f = fopen(sub, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "[run]\nseed = 5\nsweeps = 100000\nequilibration = 2000\n\n"
+               "[system]\nspecies = m, free\ncounts = 2, 3\nchains = 2\nchain_species = m\n\n"
+               "[potential chain]\nplugin = lj_fene\nspecies = m\n\n"
+               "[potential trap]\nplugin = harmonic_trap\nspecies = free\nk = 2.0\n\n"
+               "[sampler]\nplugin = metropolis\ntemperature = %g\nstep = 0.5\n\n"
+               "[observable energy]\nplugin = energy\nevery = 1\n", T);
+    ck_assert_int_eq(fclose(f), 0);
+    char cmd[PATH_LEN];
+    fmt(cmd, "run %s/composed.ini --device cpu --output %s/composed --quiet", dir, dir);
+    rc = metro_test_cli(cmd, &o, &e);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, e);
+    free(o);
+    free(e);
+    fmt(sub, "%s/composed/energy_stats.csv", dir);
+    metro_lj_fene_model m = metro_lj_fene_model_default();
+    double mean = metro_test_csv(sub, 0, "E_mean"), err = metro_test_csv(sub, 0, "E_err");
+    double exact = 1.5 * 3 * T + metro_lj_fene_dimer_energy(&m, T);
+    printf("trap + lj_fene dimer (composed): <E> = %.4f +- %.4f, exact %.4f\n", mean, err, exact);
+    ck_assert_msg(err > 0 && err < 0.05, "error bar %g not meaningful", err);
+    ck_assert_msg(fabs(mean - exact) < 4 * err, "<E> = %g +- %g, exact %g", mean, err, exact);
+
+    /* the composite's device code: generated, compiled, linked for sm_90 */
+    const metro__plugin *trap = NULL, *lj = NULL, *smp = NULL;
+    metro_error pe = {0};
+    fmt(sub, "%s/trap/harmonic_trap.so", dir);
+    ck_assert_msg(metro__plugin_open(sub, &trap, &pe) == METRO_OK, "%s", pe.msg);
+    ck_assert_msg(metro__plugin_find("lj_fene", METRO_KIND_POTENTIAL, &lj, &pe) == METRO_OK, "%s", pe.msg);
+    ck_assert_msg(metro__plugin_find("metropolis", METRO_KIND_SAMPLER, &smp, &pe) == METRO_OK, "%s", pe.msg);
+    static int first = 0, length = 2;
+    static const metro_topology dimer = {1, &first, &length, NULL};
+    metro__compose_desc d = {.n = 2, .all = 3, .bond = 0, .topology = &dimer};
+    d.name[0] = "lj_fene";
+    d.mask[0] = 1;
+    d.range[0] = 2.5 * pow(2.0, -1.0 / 6.0) * 0.7;
+    d.name[1] = "harmonic_trap";
+    d.mask[1] = 2;
+    d.nopair[1] = 1;
+    char *src = metro__compose_text(&d);
+    metro__ir irs[5] = {{"core", metro__core_ir, metro__core_ir_size, 0}, lone_ir(src),
+                        {"lj_fene", lj->d->device_ir, lj->d->device_ir_size, 0},
+                        {"harmonic_trap", trap->d->device_ir, trap->d->device_ir_size, 0},
+                        {"metropolis", smp->d->device_ir, smp->d->device_ir_size, 0}};
+    void *cubin = NULL;
+    size_t size = 0;
+    ck_assert_msg(metro__jit_link(irs, 5, "sm_90", &cubin, &size, &pe) == METRO_OK, "%s", pe.msg);
+    ck_assert_int_eq(memcmp(cubin, "\177ELF", 4), 0);
+    printf("linked metropolis x (lj_fene + harmonic_trap) for sm_90: %zu bytes\n", size);
+    free(cubin);
+    free(src);
     ck_assert_int_eq(sh("rm -rf %s", dir), 0);
     free(dir);
 }

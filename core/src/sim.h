@@ -203,6 +203,8 @@ typedef struct metro__compose_desc {
     const char *name[METRO_MAX_TERMS]; /* their plugins */
     unsigned mask[METRO_MAX_TERMS]; /* species each acts on */
     unsigned all;                   /* every species */
+    double range[METRO_MAX_TERMS];  /* a short-ranged term's r_c (its api's cutoff); 0: long-ranged */
+    unsigned char nopair[METRO_MAX_TERMS]; /* the term has no pair energy (cutoff 0) */
     int bond;                       /* the term owning the bonds, -1 */
     const metro_topology *topology; /* NULL: no bonds */
 } metro__compose_desc;

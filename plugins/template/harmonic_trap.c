@@ -74,6 +74,13 @@ static float external(void *self, metro_float4 a)
     return harmonic_trap_external(&((trap *)self)->p, a);
 }
 
+/* No pair term at all: a composite skips its pair functions. */
+static double cutoff(void *self)
+{
+    (void)self;
+    return 0.0;
+}
+
 static const metro_potential_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -84,6 +91,7 @@ static const metro_potential_api api = {
     .total = total,
     .pair = pair,
     .external = external,
+    .cutoff = cutoff,
 };
 
 METRO_PLUGIN(potential, "harmonic_trap", "1.0.0", "ideal particles in a harmonic trap (plugin template)",

@@ -251,6 +251,11 @@ static int core_species(coulomb_hs *c, const metro_params *p, const metro_setup 
         c->d[s] = setup->species_table[s].diameter;
         c->count[s] = setup->species_table[s].count;
         snprintf(c->name[s], sizeof c->name[s], "%s", setup->species_table[s].name);
+        /* point charges of opposite sign would fall into each other */
+        if (c->z[s] != 0 && !(c->d[s] > 0))
+            return h->fail(c->ctx, "species '%s' carries charge %g but has no hard core: give it a diameter > 0 "
+                                   "([system] diameters)",
+                           c->name[s], c->z[s]);
     }
     return check_neutral(c, p);
 }

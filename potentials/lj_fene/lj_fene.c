@@ -175,6 +175,12 @@ static float external(void *s, metro_float4 a)
     return 0.0f;
 }
 
+/* LJ is 0 from r_c on (metro_lj_fene_lj compares r^2 with the float rc2) */
+static double cutoff(void *s)
+{
+    return sqrt((double)((lj_fene *)s)->p.rc2);
+}
+
 static const metro_potential_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -187,6 +193,7 @@ static const metro_potential_api api = {
     .pair = pair,
     .bond = bond,
     .external = external,
+    .cutoff = cutoff,
 };
 
 METRO_PLUGIN(potential, "lj_fene", "1.0.0",

@@ -50,6 +50,7 @@ METRO_HD float metro_dist2(metro_float4 a, metro_float4 b)
 typedef struct metro_pd_sum {
     metro_float4 t, o;
     float v[4];
+    float rest; /* the core's composite: the other terms' sum (never a term's) */
 #ifdef __cplusplus
     bool flag; /* a bool, so that OR-ing into it stays one predicate op on the GPU */
 #else

@@ -374,6 +374,12 @@ typedef struct metro_potential_api {
     float (*pair)(void *self, metro_float4 a, metro_float4 b);
     float (*bond)(void *self, metro_float4 a, metro_float4 b);
     float (*external)(void *self, metro_float4 a);
+    /* The distance r_c from which its pair energy (and so its pair-delta) is
+     * exactly 0 for every pair of species; 0: no pair term; INFINITY or a
+     * NULL function: long-ranged.  The core's composite then evaluates the
+     * term only for partners nearer than r_c, which keeps a short-ranged
+     * term nearly free beside a long-ranged one (docs/COMPOSITION.md). */
+    double (*cutoff)(void *self);
 } metro_potential_api;
 
 /* Samplers own the Markov chain. */
