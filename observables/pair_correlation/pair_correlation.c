@@ -512,22 +512,14 @@ static int write_plots(pc *c, const metro_es_result *res)
     return 0;
 }
 
+/* The plots are drawn by the core once the results are committed
+ * (host->plot): the script and the CSVs it reads are temporaries until
+ * then, so running gnuplot from finish() found no files. */
 static void run_gnuplot(pc *c)
 {
-    const char *dir = c->host->run_dir(c->ctx);
-    if (!dir || strchr(dir, '\'')) return;
-    if (system("command -v gnuplot >/dev/null 2>&1") != 0) {
-        c->host->log(c->ctx, METRO_LOG_WARN,
-                     "pair_correlation: gnuplot not found, plots skipped (run `gnuplot "
-                     "%spair_correlation.gp` in %s where it is installed)", c->prefix, dir);
-        return;
-    }
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd '%s' && gnuplot %spair_correlation.gp >%sgnuplot.log 2>&1", dir, c->prefix,
-             c->prefix);
-    if (system(cmd) != 0)
-        c->host->log(c->ctx, METRO_LOG_WARN, "pair_correlation: gnuplot failed (see %s/%sgnuplot.log)", dir,
-                     c->prefix);
+    char gp[128];
+    snprintf(gp, sizeof gp, "%spair_correlation.gp", c->prefix);
+    c->host->plot(c->ctx, gp);
 }
 
 static void log_results(pc *c, const metro_es_result *res)

@@ -1,12 +1,17 @@
 /* test_polymer_shape — the shape of a known configuration by hand, the
  * multiple-histogram reweighting on samples of a known density of states,
  * and a parallel tempering run whose reweighted curve reproduces the
- * direct estimates at the simulated temperatures. */
+ * direct estimates at the simulated temperatures.  Through a fake host:
+ * per-chain shapes of two chains beside free particles by hand (thermo.csv
+ * and chains.csv), a lone chain measured as before (with or without a
+ * topology, no chains.csv), save/restore with chains. */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -210,11 +215,288 @@ START_TEST(reweighting_reproduces_direct_estimates)
 }
 END_TEST
 
+/* ---- the observable through a fake host ----------------------------------- */
+
+extern const metro_plugin *metro_plugin_entry(void);
+
+struct metro_params {
+    const char *kv[16][2];
+    int n;
+};
+struct metro_ctx {
+    char msg[1024];
+    char dir[512];
+    unsigned char *saved;
+    size_t nsaved;
+};
+
+static const char *text(const metro_params *p, const char *name)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!strcmp(p->kv[i][0], name)) return p->kv[i][1];
+    for (const metro_param_decl *d = metro_plugin_entry()->params; d->name; d++)
+        if (!strcmp(d->name, name)) return d->default_value;
+    ck_abort_msg("undeclared parameter %s", name);
+    return NULL;
+}
+static long p_int(const metro_params *p, const char *n) { return atol(text(p, n)); }
+static double p_real(const metro_params *p, const char *n) { return atof(text(p, n)); }
+static int p_bool(const metro_params *p, const char *n) { return !strcmp(text(p, n), "true"); }
+static int h_fail(metro_ctx *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+static void h_log(metro_ctx *c, metro_log_level l, const char *fmt, ...) { (void)c, (void)l, (void)fmt; }
+static FILE *h_open(metro_ctx *c, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", c->dir, name);
+    return fopen(path, "w");
+}
+static int h_save(metro_ctx *c, const void *d, size_t n)
+{
+    c->saved = realloc(c->saved, c->nsaved + n);
+    memcpy(c->saved + c->nsaved, d, n);
+    c->nsaved += n;
+    return 0;
+}
+static const metro_host_api host = {.version = METRO_ABI_VERSION, .fail = h_fail, .log = h_log, .param_int = p_int,
+                                    .param_real = p_real, .param_bool = p_bool, .open_output = h_open,
+                                    .save_bytes = h_save};
+
+static void new_ctx(metro_ctx *c)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->dir, sizeof c->dir, "/tmp/metro-ps-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(c->dir));
+}
+
+static double col(const char *dir, const char *file, int row, const char *name)
+{
+    char path[2200];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    return metro_test_csv(path, row, name);
+}
+
+static const metro_observable_api *api(void)
+{
+    const metro_plugin *d = metro_plugin_entry();
+    ck_assert_str_eq(d->name, "polymer_shape");
+    return d->api;
+}
+
+/* Two replicas of NP particles in two slots (slot 0: T = 2 holds replica
+ * 1; slot 1: T = 0.5 holds replica 0).  Replica 0: free particle 0, chain
+ * 0 = particles 1-4 (the staircase of shape_by_hand: r_gyr^2 5/8, R_ee^2
+ * 3), free 5-6, chain 1 = particles 7-8 two apart far from the origin
+ * (r_gyr^2 1, R_ee^2 4), free 9.  Replica 1: chain 0 straight, 1 apart
+ * (0..3 on x: r_gyr^2 5/4, R_ee^2 9), chain 1 as in replica 0. */
+enum { NP = 10 };
+static const int ps_first[2] = {1, 7}, ps_length[2] = {4, 2};
+
+typedef struct ps_state {
+    metro_state st;
+    metro_float4 pos[2 * NP];
+    double beta[2], energy[2];
+    int slot[2];
+} ps_state;
+
+static void ps_state_init(ps_state *s)
+{
+    memset(s, 0, sizeof *s);
+    const metro_float4 r0[NP] = {{40, 0, 0, 1}, {0, 0, 0, 0}, {1, 0, 0, 0}, {1, 1, 0, 0}, {1, 1, 1, 0},
+                                 {-30, 5, 2, 1}, {7, 7, 7, 1}, {100, -50, 3, 0}, {102, -50, 3, 0}, {0, 0, 90, 1}};
+    memcpy(s->pos, r0, sizeof r0);
+    memcpy(s->pos + NP, r0, sizeof r0);
+    for (int k = 0; k < 4; ++k) s->pos[NP + 1 + k] = (metro_float4){(float)k, 0, 0, 0};
+    s->st.backend = METRO_BACKEND_CPU;
+    s->st.particles = NP;
+    s->st.replicas = 2;
+    s->st.pos = s->pos;
+    s->st.beta = s->beta;
+    s->st.energy = s->energy;
+    s->st.slot_replica = s->slot;
+    s->beta[0] = 0.5;
+    s->beta[1] = 2.0;
+    s->slot[0] = 1;
+    s->slot[1] = 0;
+    s->energy[0] = -3;
+    s->energy[1] = -1;
+    s->st.measuring = 1;
+}
+
+static metro_setup ps_setup(int chains, const int *first, const int *length, int particles)
+{
+    metro_setup s;
+    memset(&s, 0, sizeof s);
+    s.particles = particles;
+    s.replicas = 2;
+    s.backend = METRO_BACKEND_CPU;
+    s.topology.chains = chains;
+    s.topology.first = first;
+    s.topology.length = length;
+    return s;
+}
+
+START_TEST(chains_by_hand)
+{
+    const metro_observable_api *a = api();
+    metro_params p = {{{"reweight", "false"}, {"plots", "false"}}, 2};
+    metro_setup su = ps_setup(2, ps_first, ps_length, NP);
+    metro_ctx c;
+    new_ctx(&c);
+    void *self = NULL;
+    ck_assert_msg(a->create(&host, &c, &p, &su, &self) == 0, "%s", c.msg);
+    ps_state st;
+    ps_state_init(&st);
+    for (int m = 0; m < 6; ++m) {
+        /* the free particles move: they are in no chain, so nothing changes */
+        for (int i = 0; i < 2 * NP; ++i)
+            if (i % NP == 0 || i % NP == 5 || i % NP == 6 || i % NP == 9) st.pos[i].x += 3.0f * m;
+        ck_assert_msg(a->measure(self, &st.st) == 0, "%s", c.msg);
+    }
+    ck_assert_msg(a->finish(self, &st.st) == 0, "%s", c.msg);
+    a->destroy(self);
+    /* T = 0.5: replica 0, chains 5/8 and 1; T = 2: replica 1, 5/4 and 1 */
+    const double rg2[2][2] = {{0.625, 1.0}, {1.25, 1.0}}, ree2[2][2] = {{3, 4}, {9, 4}};
+    for (int k = 0; k < 2; ++k) {
+        ck_assert_double_eq(col(c.dir, "thermo.csv", k, "T"), k ? 2 : 0.5);
+        double am = (rg2[k][0] + rg2[k][1]) / 2, bm = (ree2[k][0] + ree2[k][1]) / 2;
+        ck_assert_msg(fabs(col(c.dir, "thermo.csv", k, "Rg2_mean") - am) < 1e-7, "T row %d: Rg2_mean %.9g, want %g", k,
+                      col(c.dir, "thermo.csv", k, "Rg2_mean"), am);
+        ck_assert_msg(fabs(col(c.dir, "thermo.csv", k, "Ree2_mean") - bm) < 1e-7, "T row %d: Ree2_mean %.9g, want %g", k,
+                      col(c.dir, "thermo.csv", k, "Ree2_mean"), bm);
+        ck_assert_double_eq(col(c.dir, "thermo.csv", k, "Rg2_err"), 0);
+        ck_assert_double_eq(col(c.dir, "thermo.csv", k, "E_mean"), k ? -1 : -3);
+        ck_assert_double_eq(col(c.dir, "thermo.csv", k, "samples"), 6);
+        for (int ch = 0; ch < 2; ++ch) {
+            int row = 2 * k + ch;
+            ck_assert_double_eq(col(c.dir, "chains.csv", row, "T"), k ? 2 : 0.5);
+            ck_assert_double_eq(col(c.dir, "chains.csv", row, "chain"), ch);
+            ck_assert_msg(fabs(col(c.dir, "chains.csv", row, "Rg2_mean") - rg2[k][ch]) < 1e-7 &&
+                              fabs(col(c.dir, "chains.csv", row, "Ree2_mean") - ree2[k][ch]) < 1e-7,
+                          "chains.csv row %d: %.9g %.9g, want %g %g", row, col(c.dir, "chains.csv", row, "Rg2_mean"),
+                          col(c.dir, "chains.csv", row, "Ree2_mean"), rg2[k][ch], ree2[k][ch]);
+            ck_assert_double_eq(col(c.dir, "chains.csv", row, "Rg2_err"), 0);
+            ck_assert_double_eq(col(c.dir, "chains.csv", row, "samples"), 6);
+        }
+    }
+    ck_assert(isnan(col(c.dir, "chains.csv", 4, "T")));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/chains.csv", c.dir);
+    char *text = metro_test_slurp(path);
+    ck_assert_msg(text && !strncmp(text, "T,chain,Rg2_mean,Rg2_err,Ree2_mean,Ree2_err,samples\n", 52), "%s", text);
+    free(text);
+    /* a chain of one particle has no shape */
+    static const int f1[2] = {1, 7}, l1[2] = {4, 1};
+    su = ps_setup(2, f1, l1, NP);
+    ck_assert_int_ne(a->create(&host, &c, &p, &su, &self), 0);
+    ck_assert_msg(strstr(c.msg, "chain 1 (particles 7 to 7) has 1 particle"), "%s", c.msg);
+}
+END_TEST
+
+/* A lone chain, as a system without a topology and as the one chain of
+ * every particle that a lone lj_fene gets: the same thermo.csv byte for
+ * byte, the whole system's shape, no chains.csv. */
+START_TEST(lone_chain_unchanged)
+{
+    const metro_observable_api *a = api();
+    metro_params p = {{{"reweight", "false"}, {"plots", "false"}}, 2};
+    static const int f[1] = {0}, l[1] = {NP};
+    metro_ctx c[2];
+    for (int v = 0; v < 2; ++v) {
+        metro_setup su = v ? ps_setup(1, f, l, NP) : ps_setup(0, NULL, NULL, NP);
+        new_ctx(&c[v]);
+        void *self = NULL;
+        ck_assert_msg(a->create(&host, &c[v], &p, &su, &self) == 0, "%s", c[v].msg);
+        ps_state st;
+        ps_state_init(&st);
+        for (int m = 0; m < 6; ++m) {
+            st.pos[m].y += 0.5f * m; /* a varying shape */
+            ck_assert_int_eq(a->measure(self, &st.st), 0);
+        }
+        ck_assert_int_eq(a->finish(self, &st.st), 0);
+        a->destroy(self);
+        char path[1024];
+        snprintf(path, sizeof path, "%s/chains.csv", c[v].dir);
+        ck_assert_msg(access(path, F_OK) != 0, "chains.csv written for one chain");
+        if (v) continue;
+        /* replica 0 (T = 0.5) varied: its mean is not its last shape */
+        double rg2, ree2;
+        metro_polymer_shape(st.pos, NP, &rg2, &ree2);
+        ck_assert(fabs(col(c[v].dir, "thermo.csv", 0, "Rg2_mean") - rg2) > 1e-3);
+        ck_assert(col(c[v].dir, "thermo.csv", 0, "Rg2_err") > 0);
+    }
+    char p0[1100], p1[1100];
+    snprintf(p0, sizeof p0, "%s/thermo.csv", c[0].dir);
+    snprintf(p1, sizeof p1, "%s/thermo.csv", c[1].dir);
+    ck_assert_msg(metro_test_same_file(p0, p1), "no topology and one whole chain differ");
+    /* the T = 2 slot holds replica 1, which never moved: its whole-system shape */
+    ps_state st;
+    ps_state_init(&st);
+    double rg2, ree2;
+    metro_polymer_shape(st.pos + NP, NP, &rg2, &ree2);
+    ck_assert_msg(fabs(col(c[0].dir, "thermo.csv", 1, "Rg2_mean") - rg2) < 1e-6 * rg2, "%.9g vs %.9g",
+                  col(c[0].dir, "thermo.csv", 1, "Rg2_mean"), rg2);
+    ck_assert_msg(fabs(col(c[0].dir, "thermo.csv", 1, "Ree2_mean") - ree2) < 1e-6 * ree2, "%.9g vs %.9g",
+                  col(c[0].dir, "thermo.csv", 1, "Ree2_mean"), ree2);
+}
+END_TEST
+
+/* Save after some measurements of two chains, restore into a fresh
+ * instance, go on: chains.csv and thermo.csv equal an uninterrupted run's. */
+START_TEST(chains_save_restore)
+{
+    const metro_observable_api *a = api();
+    metro_params p = {{{"reweight", "false"}, {"plots", "false"}}, 2};
+    metro_setup su = ps_setup(2, ps_first, ps_length, NP);
+    metro_ctx c1, c2;
+    new_ctx(&c1);
+    new_ctx(&c2);
+    void *x = NULL, *y = NULL;
+    ck_assert_int_eq(a->create(&host, &c1, &p, &su, &x), 0);
+    ck_assert_int_eq(a->create(&host, &c2, &p, &su, &y), 0);
+    ps_state st;
+    ps_state_init(&st);
+    for (int m = 0; m < 50; ++m) {
+        st.pos[2].z = 0.1f * (m % 7);
+        st.pos[NP + 8].y = -50.0f + 0.3f * (m % 5);
+        ck_assert_int_eq(a->measure(x, &st.st), 0);
+        if (m == 20) {
+            ck_assert_int_eq(a->save(x), 0);
+            ck_assert_int_eq(a->restore(y, c1.saved, c1.nsaved), 0);
+        }
+        if (m > 20) ck_assert_int_eq(a->measure(y, &st.st), 0);
+    }
+    ck_assert_int_eq(a->finish(x, &st.st), 0);
+    ck_assert_int_eq(a->finish(y, &st.st), 0);
+    a->destroy(x);
+    a->destroy(y);
+    const char *files[] = {"thermo.csv", "chains.csv"};
+    for (int i = 0; i < 2; ++i) {
+        char p1[1100], p2[1100];
+        snprintf(p1, sizeof p1, "%s/%s", c1.dir, files[i]);
+        snprintf(p2, sizeof p2, "%s/%s", c2.dir, files[i]);
+        ck_assert_msg(metro_test_same_file(p1, p2), "%s differs after the restore", files[i]);
+    }
+    /* the series varied: T = 0.5 chain 0 (replica 0), T = 2 chain 1 (replica 1) */
+    ck_assert(col(c1.dir, "chains.csv", 0, "Rg2_err") > 0 && col(c1.dir, "chains.csv", 3, "Ree2_err") > 0);
+    free(c1.saved);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("polymer_shape");
     TCase *tc = tcase_create("shape");
     tcase_add_test(tc, shape_by_hand);
+    tcase_add_test(tc, chains_by_hand);
+    tcase_add_test(tc, lone_chain_unchanged);
+    tcase_add_test(tc, chains_save_restore);
     suite_add_tcase(s, tc);
     tc = tcase_create("reweighting");
     tcase_set_timeout(tc, 600);

@@ -2,7 +2,11 @@
  * (measure_device, polymer_shape.cu) against the CPU backend's host path:
  * the parallel tempering sampler runs the same chain on both for the same
  * seed, so thermo.csv must agree row by row to float rounding.  Also the
- * device buffer filling up many times and the series thinning when full. */
+ * device buffer filling up many times and the series thinning when full,
+ * and a composed system of several chains beside counterions: the device
+ * path against the host path on the same CUDA chain (the host path forced
+ * by an observable without a device path), thermo.csv and chains.csv to
+ * double rounding. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +131,68 @@ START_TEST(device_buffer_wraps_and_series_thin)
 }
 END_TEST
 
+/* Same seed, same backend (CUDA), so the same chain: once measured on the
+ * device (polymer_shape alone), once from the host copies (condensation,
+ * which has no measure_device, makes the core sync and every observable
+ * due measure on the host).  Four chains of 8 (and one of 5 beside them
+ * in the second system: chains of different lengths) with counterions. */
+static void chains_device_equals_host(const char *system, int chains)
+{
+    char ini[4096], dd[4096], dh[4096];
+    const char *head = "[run]\nseed = 41\nequilibration = 200\nsweeps = 3000\n";
+    const char *rest = "[potential chain]\nplugin = lj_fene\nspecies = m\n"
+                       "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 8\nbjerrum = 2\n"
+                       "[sampler]\nplugin = parallel_tempering\nt_min = 0.6\nt_max = 2\nreplicas = 4\nladders = 2\n"
+                       "step = 0.2\nexchange_every = 10\n"
+                       "[observable polymer_shape]\nplugin = polymer_shape\nevery = 10\nreweight = false\nplots = false\n";
+    snprintf(ini, sizeof ini, "%s%s%s", head, system, rest);
+    metro_sim *d = run(ini, "cuda", dd);
+    snprintf(ini, sizeof ini, "%s%s%s[observable condensation]\nplugin = condensation\nevery = 10\ndistance = 1.5\n"
+             "plots = false\n", head, system, rest);
+    metro_sim *h = run(ini, "cuda", dh);
+    char *ld = file_of(dd, "log.txt"), *lh = file_of(dh, "log.txt");
+    ck_assert_msg(strstr(ld, "polymer_shape: measuring on the device"), "not measured on the device:\n%s", ld);
+    ck_assert_msg(strstr(lh, "polymer_shape: measuring from the host copies") && !strstr(lh, "measuring on the device"),
+                  "not measured on the host:\n%s", lh);
+    free(ld);
+    free(lh);
+    const char *files[] = {"thermo.csv", "chains.csv"};
+    const char *cols[2][4] = {{"E_mean", "Rg2_mean", "Ree2_mean", "Rg2_var"}, {"Rg2_mean", "Rg2_err", "Ree2_mean", "Ree2_err"}};
+    for (int f = 0; f < 2; ++f) {
+        char a[4200], b[4200];
+        snprintf(a, sizeof a, "%s/%s", dd, files[f]);
+        snprintf(b, sizeof b, "%s/%s", dh, files[f]);
+        int rows = 0;
+        for (;; ++rows) {
+            double T = metro_test_csv(a, rows, "T");
+            if (isnan(T)) break;
+            ck_assert_msg(metro_test_csv(b, rows, "T") == T, "%s row %d: T differs", files[f], rows);
+            ck_assert_msg(metro_test_csv(b, rows, "samples") == metro_test_csv(a, rows, "samples"), "%s row %d: samples",
+                          files[f], rows);
+            for (int q = 0; q < 4; ++q) {
+                double x = metro_test_csv(a, rows, cols[f][q]), y = metro_test_csv(b, rows, cols[f][q]);
+                /* the files print 4 to 10 digits: equal to double rounding
+                 * shows as equal text, or a last-digit difference */
+                ck_assert_msg(isfinite(x) && isfinite(y) && fabs(x - y) <= 1e-7 * fmax(fabs(x), 1e-3),
+                              "%s T = %g %s: %.10g (device) vs %.10g (host)", files[f], T, cols[f][q], x, y);
+            }
+        }
+        ck_assert_msg(rows == (f ? 4 * chains : 4), "%s: %d rows", files[f], rows); /* 4 temperatures */
+        ck_assert_msg(isnan(metro_test_csv(b, rows, "T")), "%s: the host run has more rows", files[f]);
+    }
+    metro_sim_destroy(d);
+    metro_sim_destroy(h);
+}
+
+START_TEST(chains_device_equals_host_path)
+{
+    chains_device_equals_host("[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 32, 32\n"
+                              "chains = 4x8\nchain_species = m\n", 4);
+    chains_device_equals_host("[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 37, 37\n"
+                              "chains = 4x8, 5\nchain_species = m\n", 5);
+}
+END_TEST
+
 int main(void)
 {
     METRO_TEST_REQUIRE_GPU();
@@ -135,6 +201,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, device_measurements_equal_host);
     tcase_add_test(tc, device_buffer_wraps_and_series_thin);
+    tcase_add_test(tc, chains_device_equals_host_path);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }
