@@ -9,6 +9,10 @@
  *     frames readable — by metro's reader and, where installed, by gsd's
  *     own — and cutting back to the last mark and appending again gives
  *     the file of an uninterrupted writer, byte for byte;
+ *   - a system with chains writes its bonds (bonds/N, types, typeid,
+ *     group) in frame 0 only, which every later frame inherits: metro's
+ *     reader and gsd's own see them in every frame, and the kills and
+ *     resumes above hold with them too;
  *   - damaged or foreign files are refused with a message, never a crash.
  */
 #define _GNU_SOURCE
@@ -26,6 +30,11 @@ enum { N = 7 };
 static metro_species table[2];
 static metro_float4 pos[N];
 static char dir[64];
+/* the bonds frame_k's frames carry: chains 0-1-2 and 3-4 (5, 6 free) */
+static const int topo_first[] = {0, 3}, topo_length[] = {3, 2};
+static const unsigned char topo_next[N] = {1, 1, 0, 1, 0, 0, 0};
+static const metro_topology topo = {2, topo_first, topo_length, topo_next};
+static int with_bonds;
 
 /* Frame k of a made-up trajectory: positions that differ per frame, two
  * species (or none), a cell of radius 20. */
@@ -40,7 +49,7 @@ static metro_frame frame_k(int k, int species)
     table[1].charge = -1;
     table[1].diameter = 4;
     metro_frame f = {.particles = N, .pos = pos, .species = species ? 2 : 0, .species_table = table, .cell_radius = species ? 20 : 0,
-                     .sweep = 100 * (k + 1), .replica = 2, .slot = 1, .temperature = 0.5};
+                     .sweep = 100 * (k + 1), .replica = 2, .slot = 1, .temperature = 0.5, .topology = with_bonds ? &topo : NULL};
     return f;
 }
 
@@ -92,6 +101,19 @@ static void expect_frame(const char *path, long want, int k, int species)
         ck_assert_msg(!strcmp(got, name) || !strcmp(got, want_name), "particle %d is '%s', written '%s'", i, got, name);
         ck_assert_ptr_nonnull(in.charge);
         ck_assert(in.charge[i] == (species ? table[i % 2].charge : 0.0));
+    }
+    /* GSD: the bonds, written in frame 0, are every frame's */
+    if (metro__frames_format_of(path) == METRO__FRAMES_GSD && with_bonds) {
+        static const long long want_bonds[] = {0, 1, 1, 2, 3, 4};
+        ck_assert_int_eq(in.bonds, 3);
+        for (int k = 0; k < 6; ++k)
+            ck_assert_msg(in.bond[k] == want_bonds[k], "%s frame %ld: bond value %d is %lld", path, want, k, in.bond[k]);
+        if (species) {
+            ck_assert_ptr_nonnull(in.diameter);
+            for (int i = 0; i < N; ++i) ck_assert(in.diameter[i] == table[i % 2].diameter);
+        }
+    } else {
+        ck_assert_int_eq(in.bonds, 0);
     }
     metro__frame_in_free(&in);
 }
@@ -158,16 +180,19 @@ static int have_gsd_python(void)
     return system("/usr/bin/python3 -c 'import gsd.hoomd' >/dev/null 2>&1") == 0;
 }
 
-/* gsd's own reader sees `frames` frames (skipped without python3-gsd). */
+/* gsd's own reader sees `frames` frames (skipped without python3-gsd),
+ * and with_bonds the bonds in the last one. */
 static void gsd_python_sees(const char *path, int frames)
 {
     if (!have_gsd_python()) return;
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "/usr/bin/python3 -c \"import gsd.hoomd,sys; t=gsd.hoomd.open('%s','rb'); "
-             "sys.exit(0 if len(t)==%d and t[%d].particles.N==%d else 1)\"",
-             path, frames, frames - 1, N);
-    ck_assert_msg(system(cmd) == 0, "gsd does not read %d whole frames in %s", frames, path);
+             "/usr/bin/python3 -c \"import gsd.hoomd,sys; t=gsd.hoomd.open('%s','rb'); f=t[%d]; "
+             "b=f.bonds.group.tolist() if f.bonds.N else []; "
+             "sys.exit(0 if len(t)==%d and f.particles.N==%d and b==%s else 1)\"",
+             path, frames - 1, frames, N, with_bonds ? "[[0,1],[1,2],[3,4]]" : "[]");
+    ck_assert_msg(system(cmd) == 0, "gsd does not read %d whole frames%s in %s", frames, with_bonds ? " with bonds" : "",
+                  path);
 }
 
 static void killed_then_resumed(const char *name, int before, int stop, int species)
@@ -200,6 +225,31 @@ START_TEST(kills_leave_whole_frames)
      * frames, so the 79th moves it */
     killed_then_resumed("k2.gsd", 78, 2, 1);
     killed_then_resumed("k3.xyz", 3, 3, 1);
+}
+END_TEST
+
+START_TEST(bonds)
+{
+    with_bonds = 1;
+    round_trip("bonds.gsd", 1);
+    round_trip("bonds0.gsd", 0);
+    char p[256];
+    path_of(p, sizeof p, "bonds.gsd");
+    gsd_python_sees(p, 5);
+    /* frame 0 has 17 entries, the others 13: the 79th frame still moves
+     * the index (17 + 77 x 13 = 1018 of 1024) */
+    killed_then_resumed("kb1.gsd", 3, 1, 1);
+    killed_then_resumed("kb2.gsd", 78, 2, 1);
+    killed_then_resumed("kb3.gsd", 1, 1, 0);
+    /* a file written without bonds has none, and the name list of
+     * before: the same bytes as with a topology of no chains */
+    with_bonds = 0;
+    char q[256];
+    metro_frame_mark m = {0};
+    path_of(q, sizeof q, "none.gsd");
+    write_frames(q, 0, 3, 1, &m);
+    expect_frame(q, 1, 1, 1);
+    gsd_python_sees(q, 3);
 }
 END_TEST
 
@@ -258,6 +308,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, round_trips);
     tcase_add_test(tc, kills_leave_whole_frames);
+    tcase_add_test(tc, bonds);
     tcase_add_test(tc, bad_files);
     suite_add_tcase(s, tc);
     return metro_test_main(s);

@@ -8,7 +8,18 @@
  *     particle, with exit status 2 and no run directory: wrong particle
  *     count, unknown species, wrong species counts, wrong charge, a
  *     particle outside the cell, overlapping hard cores, an overstretched
- *     bond, a missing file, a frame that does not exist.
+ *     bond, a missing file, a frame that does not exist;
+ *   - the system from the file: a composed system (lj_fene on the
+ *     monomers, coulomb_hs on all) writes its bonds into its GSD
+ *     trajectory (read back by metro's reader and by gsd's); a run whose
+ *     [system] declares no species and no chains takes them from that
+ *     file (names, charges, diameters, counts, chains) and runs the same
+ *     chain, byte for byte, as the run declaring them; refused, naming
+ *     the file and frame: a branched bond, a bond between particles that
+ *     are not index neighbours, a chain after a free particle, particles
+ *     of one type with different charges, [system] species or chains that
+ *     differ from the file's, an XYZ file where the species must come
+ *     from the file.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -17,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "frames.h"
 #include "testutil.h"
 
 /* Run ini (a format with one %s for the [system] extra keys) to the end
@@ -115,19 +127,10 @@ static void teardown(void)
 }
 
 /* Config `ini` (its [system] ends the file, so `extra` lands there) with
- * initial = FILE holding `content`: refused, naming each of `want`. */
-static void refused(const char *ini, const char *content, const char *extra, const char *const *want)
+ * initial = file: refused, naming each of `want`. */
+static void refused_file(const char *ini, const char *file, const char *extra, const char *const *want)
 {
-    char cfg[256], file[256], args[2048];
-    snprintf(file, sizeof file, "%s/start.xyz", tmp);
-    if (content) {
-        FILE *f = fopen(file, "w");
-        ck_assert_ptr_nonnull(f);
-        fputs(content, f);
-        fclose(f);
-    } else {
-        unlink(file);
-    }
+    char cfg[256], args[2048];
     snprintf(cfg, sizeof cfg, "%s/b.ini", tmp);
     FILE *f = fopen(cfg, "w");
     ck_assert_ptr_nonnull(f);
@@ -142,6 +145,22 @@ static void refused(const char *ini, const char *content, const char *extra, con
     free(e);
     snprintf(args, sizeof args, "%s/out", tmp);
     ck_assert_msg(access(args, F_OK) != 0, "a refused run created %s", args);
+}
+
+/* The same with initial = FILE holding `content` (NULL: no file). */
+static void refused(const char *ini, const char *content, const char *extra, const char *const *want)
+{
+    char file[256];
+    snprintf(file, sizeof file, "%s/start.xyz", tmp);
+    if (content) {
+        FILE *f = fopen(file, "w");
+        ck_assert_ptr_nonnull(f);
+        fputs(content, f);
+        fclose(f);
+    } else {
+        unlink(file);
+    }
+    refused_file(ini, file, extra, want);
 }
 
 #define W(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -176,6 +195,208 @@ START_TEST(refusals)
 }
 END_TEST
 
+/* ---- the system from the file ----------------------------------------------- */
+
+/* Two chains of 4 monomers m (charge -1) and 8 counterions c (+1), all of
+ * diameter 0.5: lj_fene on the monomers, coulomb_hs on everything. */
+#define C_RUN "[run]\nseed = 5\nsweeps = 200\nequilibration = 20\n"
+#define C_SYS "[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 8, 8\nchains = 2x4\nchain_species = m\n"
+#define C_TERMS                                                                                                       \
+    "[potential chain]\nplugin = lj_fene\nspecies = m\n[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 6\n"   \
+    "bjerrum = 1\n[sampler]\nplugin = metropolis\ntemperature = 1\nstep = 0.2\n"
+#define C_TRAJ "[observable traj]\nplugin = trajectory\nevery = 50\n"
+
+static const long long composed_bonds[] = {0, 1, 1, 2, 2, 3, 4, 5, 5, 6, 6, 7};
+
+/* Frame `frame` of a GSD trajectory of the composed system: its species
+ * (m, c with their charges and diameters) and its six bonds. */
+static void has_composed_system(const char *file, long frame)
+{
+    metro__frame_in in;
+    char err[4096];
+    ck_assert_msg(metro__frames_read(file, frame, &in, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(in.particles, 16);
+    ck_assert(in.explicit_types);
+    ck_assert_int_eq(in.ntypes, 2);
+    ck_assert_str_eq(in.names[0], "m");
+    ck_assert_str_eq(in.names[1], "c");
+    ck_assert_ptr_nonnull(in.charge);
+    ck_assert_ptr_nonnull(in.diameter);
+    for (int i = 0; i < 16; ++i) {
+        int t = in.type[i];
+        ck_assert_msg(in.charge[i] == (t ? 1.0 : -1.0) && in.diameter[i] == 0.5, "%s: particle %d: type %d charge %g d %g",
+                      file, i, t, in.charge[i], in.diameter[i]);
+    }
+    ck_assert_int_eq(in.bonds, 6);
+    for (int k = 0; k < 12; ++k) ck_assert_msg(in.bond[k] == composed_bonds[k], "%s: bond value %d: %lld", file, k, in.bond[k]);
+    metro__frame_in_free(&in);
+}
+
+/* Run ini with [system] initial = file (NULL: none) to the end; the
+ * trajectory's path in traj, the final positions returned. */
+static metro_float4 *run_composed(const char *ini, const char *file, char *traj, size_t ntraj, int check_topology)
+{
+    char set[4300];
+    snprintf(set, sizeof set, "system.initial=%s", file ? file : "");
+    const char *sets[] = {set};
+    metro_sim *sim = metro_test_sim(ini, "cpu", sets, file ? 1 : 0);
+    metro_error err = {0};
+    const metro_state *st = metro_sim_state(sim, &err);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_int_eq(st->particles, 16);
+    if (check_topology) {
+        ck_assert_int_eq(st->topology->chains, 2);
+        ck_assert_int_eq(st->topology->first[0], 0);
+        ck_assert_int_eq(st->topology->first[1], 4);
+        ck_assert_int_eq(st->topology->length[0], 4);
+        ck_assert_int_eq(st->topology->length[1], 4);
+        for (int i = 0; i < 16; ++i) ck_assert_int_eq(st->topology->bond_next[i], i < 8 && i % 4 != 3);
+        for (int i = 0; i < 16; ++i) ck_assert_msg(st->pos[i].w == (i < 8 ? 0.0f : 1.0f), "particle %d species %g", i, st->pos[i].w);
+    }
+    ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+    st = metro_sim_state(sim, &err);
+    metro_float4 *p = malloc(sizeof *p * 16);
+    memcpy(p, st->pos, sizeof *p * 16);
+    snprintf(traj, ntraj, "%s/trajectory.gsd", metro_test_run_dir());
+    metro_sim_destroy(sim);
+    return p;
+}
+
+START_TEST(system_from_the_file)
+{
+    char a[4200], b[4200], c[4200];
+    free(run_composed(C_RUN C_SYS C_TERMS C_TRAJ, NULL, a, sizeof a, 1));
+    has_composed_system(a, 0);
+    has_composed_system(a, -1); /* frame 0's bonds, inherited */
+    if (system("/usr/bin/python3 -c 'import gsd.hoomd' >/dev/null 2>&1") == 0) {
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd,
+                 "/usr/bin/python3 -c \"import gsd.hoomd,sys; t=gsd.hoomd.open('%s','rb'); f=t[-1]; "
+                 "sys.exit(0 if f.bonds.N==6 and f.bonds.types==['backbone'] and list(f.bonds.typeid)==[0]*6 and "
+                 "f.bonds.group.tolist()==[[0,1],[1,2],[2,3],[4,5],[5,6],[6,7]] and f.particles.types==['m','c'] "
+                 "and list(f.particles.charge)==[-1]*8+[1]*8 and list(f.particles.diameter)==[0.5]*16 else 1)\"",
+                 a);
+        ck_assert_msg(system(cmd) == 0, "gsd does not read the bonds and species of %s", a);
+    }
+    /* no species, no chains in [system]: the file's; the same chain as
+     * declaring them */
+    metro_float4 *pb = run_composed(C_RUN "[system]\n" C_TERMS C_TRAJ, a, b, sizeof b, 1);
+    metro_float4 *pc = run_composed(C_RUN C_SYS C_TERMS C_TRAJ, a, c, sizeof c, 1);
+    has_composed_system(b, 0);
+    ck_assert_msg(metro_test_same_file(b, c), "%s and %s differ", b, c);
+    ck_assert(!memcmp(pb, pc, sizeof *pb * 16));
+    free(pb);
+    free(pc);
+}
+END_TEST
+
+/* A GSD start of the composed system's kind: one chain 0-1-2-3 of m, four
+ * free c; path in out. */
+static void write_start(char *out, size_t n)
+{
+    static metro_species sp[2] = {{"m", -1, 0.5, 4}, {"c", 1, 0.5, 4}};
+    static const int first[] = {0}, length[] = {4};
+    static const unsigned char next[8] = {1, 1, 1, 0, 0, 0, 0, 0};
+    static const metro_topology t = {1, first, length, next};
+    metro_float4 p[8] = {metro_f4(0, 0, 0, 0),  metro_f4(0.7f, 0, 0, 0), metro_f4(1.4f, 0, 0, 0),  metro_f4(2.1f, 0, 0, 0),
+                         metro_f4(0, 3, 0, 1), metro_f4(0, -3, 0, 1),   metro_f4(0, 0, 3, 1),    metro_f4(0, 0, -3, 1)};
+    metro_frame f = {.particles = 8, .pos = p, .species = 2, .species_table = sp, .cell_radius = 6, .topology = &t};
+    snprintf(out, n, "%s/start.gsd", tmp);
+    metro_frame_mark m = {0};
+    char err[4096];
+    ck_assert_msg(metro__frames_append(out, &f, &m, err, sizeof err) == 0, "%s", err);
+}
+
+/* Overwrite element k of chunk `name` of frame 0 in a GSD file metro wrote
+ * (4-byte values: uint32 or float). */
+static void patch(const char *path, const char *name, int k, const void *value)
+{
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    uint64_t h[5];
+    ck_assert_int_eq(fread(h, 8, 5, f), 5); /* magic, index at, entries, names at, name blocks */
+    char names[1024] = {0};
+    fseek(f, (long)h[3], SEEK_SET);
+    ck_assert_int_gt(fread(names, 1, sizeof names - 1, f), 0);
+    int id = 0;
+    for (const char *x = names; *x && strcmp(x, name); x += strlen(x) + 1) ++id;
+    for (uint64_t e = 0; e < h[2]; ++e) {
+        struct {
+            uint64_t frame, N;
+            int64_t location;
+            uint32_t M;
+            uint16_t id;
+            uint8_t type, flags;
+        } ent;
+        fseek(f, (long)(h[1] + 32 * e), SEEK_SET);
+        ck_assert_int_eq(fread(&ent, 32, 1, f), 1);
+        ck_assert_int_ne(ent.location, 0);
+        if (ent.id != id) continue;
+        fseek(f, (long)(ent.location + 4 * k), SEEK_SET);
+        ck_assert_int_eq(fwrite(value, 4, 1, f), 1);
+        fclose(f);
+        return;
+    }
+    ck_abort_msg("no chunk %s in %s", name, path);
+}
+
+static void patch_bond(const char *path, int k, uint32_t a, uint32_t b)
+{
+    patch(path, "bonds/group", 2 * k, &a);
+    patch(path, "bonds/group", 2 * k + 1, &b);
+}
+
+/* lj_fene on m, coulomb_hs on all; [system] (last) declares nothing */
+static const char *composed_bare =
+    "[run]\nsweeps = 10\n[potential chain]\nplugin = lj_fene\nspecies = m\n[potential coulomb]\nplugin = coulomb_hs\n"
+    "cell_radius = 6\nbjerrum = 1\n[sampler]\nplugin = metropolis\ntemperature = 1\n[system]\n";
+
+START_TEST(system_from_the_file_refused)
+{
+    char f[256];
+    write_start(f, sizeof f);
+    /* the file as written starts the bare config, and the declared one */
+    char set[300];
+    snprintf(set, sizeof set, "system.initial=%s", f);
+    const char *sets[] = {set};
+    metro_error err = {0};
+    metro_sim *sim = metro_test_sim(composed_bare, "cpu", sets, 1);
+    ck_assert_int_eq(metro_sim_state(sim, &err)->topology->chains, 1);
+    metro_sim_destroy(sim);
+
+    write_start(f, sizeof f);
+    patch_bond(f, 2, 1, 3);
+    refused_file(composed_bare, f, "", W("frame 0 of 1", "bond 2 (particles 1 and 3) gives particle 1 a third bond", "branched",
+                                         "allowed: linear chains"));
+    write_start(f, sizeof f);
+    patch_bond(f, 2, 0, 3);
+    refused_file(composed_bare, f, "", W("frame 0 of 1", "bond 2 joins particles 0 and 3, which are not neighbours in index order",
+                                         "allowed: linear chains"));
+    write_start(f, sizeof f);
+    patch_bond(f, 2, 4, 5);
+    refused_file(composed_bare, f, "", W("frame 0 of 1", "bond 2 (particles 4 and 5) lies after particle 3, which has no bond",
+                                         "chains must come first in index order"));
+    write_start(f, sizeof f);
+    float two = 2;
+    patch(f, "particles/charge", 6, &two);
+    refused_file(composed_bare, f, "", W("frame 0 of 1", "particle 6 (type c) has charge 2, but particle 4 of the same type has 1"));
+    /* [system] against the file */
+    write_start(f, sizeof f);
+    const char *decl = "species = m, c\ncounts = 4, 4\ndiameters = 0.5\nchain_species = m\n";
+    char extra[512];
+    snprintf(extra, sizeof extra, "%scharges = -1, 1\nchains = 2x2\n", decl);
+    refused_file(composed_bare, f, extra, W("frame 0 of 1", "the file's bonds do not make the chains of [system] chains = 2x2",
+                                            "chain 0 is particles 0 to 3 in the file, particles 0 to 1 in [system]"));
+    snprintf(extra, sizeof extra, "%scharges = -2, 2\nchains = 4\n", decl);
+    refused_file(composed_bare, f, extra, W("frame 0 of 1", "particle 0 (species m) has charge -1", "valence -2"));
+    snprintf(extra, sizeof extra, "species = m, c\ncounts = 4, 4\ndiameters = 0.5, 0.6\nchain_species = m\ncharges = -1, 1\n");
+    refused_file(composed_bare, f, extra, W("frame 0 of 1", "particle 4 (species c) has diameter 0.5", "c diameter 0.6"));
+    /* XYZ has no diameters: a composed system's species cannot come from it */
+    refused(composed_bare, "2\nProperties=species:S:1:pos:R:3\nm 0 0 0\nc 2 0 0\n", "",
+            W("an XYZ file has no diameters: declare the species in [system]"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("initial");
@@ -184,6 +405,8 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, system_from_the_file);
+    tcase_add_test(tc, system_from_the_file_refused);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

@@ -64,6 +64,28 @@ static char *identity(metro_sim *sim, size_t *len)
     fprintf(f, "format %s\nbackend %s\n", MAGIC, sim->setup.backend == METRO_BACKEND_CUDA ? "cuda" : "cpu");
     identity_params(f, "run", sim->run);
     identity_params(f, "system", sim->system);
+    /* a system that took its species or chains from [system] initial
+     * (initial.c): they define the chain, though the file may change at a
+     * resume */
+    const metro_setup *su = &sim->setup;
+    if (sim->initial_species) {
+        fprintf(f, "[system] species from the initial file =");
+        for (int s = 0; s < su->species; ++s)
+            fprintf(f, "%s %s %.17g %.17g %ld", s ? "," : "", su->species_table[s].name, su->species_table[s].charge,
+                    su->species_table[s].diameter, su->species_table[s].count);
+        fprintf(f, "\n");
+    }
+    if (sim->initial_chains) {
+        const metro_topology *t = &su->topology;
+        fprintf(f, "[system] chains from the initial file =");
+        for (int c = 0; c < t->chains;) {
+            int r = 1;
+            while (c + r < t->chains && t->length[c + r] == t->length[c]) ++r;
+            fprintf(f, "%s %dx%d", c ? "," : "", r, t->length[c]);
+            c += r;
+        }
+        fprintf(f, "\n");
+    }
     for (int i = 0; i < metro__nctx(sim); ++i) {
         metro_ctx *c = metro__ctx_at(sim, i);
         fprintf(f, "[%s] plugin = %s %s\n", c->section, c->plugin->d->name, c->plugin->d->version);

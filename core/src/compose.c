@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "frames.h"
 #include "util.h"
 
 #define ALL_SPECIES 0xffu
@@ -99,7 +100,7 @@ static void species_names(const metro_setup *su, char *buf, size_t n)
 
 /* ---- [system]: species ------------------------------------------------------ */
 
-static int read_species(metro_sim *sim, metro_error *err)
+static int read_species(metro_sim *sim, int composed, metro_error *err)
 {
     metro_setup *su = &sim->setup;
     const metro_params *p = sim->system;
@@ -117,7 +118,9 @@ static int read_species(metro_sim *sim, metro_error *err)
                 return metro__fail(err, METRO_EUSAGE, "%s: [system] %s: given without species (declare the species "
                                                       "first: species = NAME, NAME, ...)",
                                    where_of(sim, "system", need[k]), need[k]);
-        return METRO_OK;
+        /* none declared: a composed system's come from the initial file,
+         * where it names them */
+        return metro__initial_species(sim, composed, err);
     }
     char f[METRO_MAX_SPECIES][64];
     int ns = split(names, f, METRO_MAX_SPECIES);
@@ -273,13 +276,16 @@ int metro__system_read(metro_sim *sim, metro_error *err)
     metro_setup *su = &sim->setup;
     su->particles = (int)metro__param_int(sim->system, "particles");
     su->terms = sim->nterms;
-    int rc = read_species(sim, err);
-    if (rc) return rc;
+    /* composed: the energy is not one term acting on everything (the
+     * species must then belong to the system, not to a term) */
+    int composed = sim->nterms > 1 || metro__config_find(sim->cfg, sim->terms[0].section, "species") != NULL;
+    int rc = metro__initial_read(sim, composed, err);
+    if (rc || (rc = read_species(sim, composed, err))) return rc;
     if (su->particles < 1)
         return metro__fail(err, METRO_EUSAGE, "%s: [system] particles: required (the particles per replica), unless "
                                               "counts give them",
                            where_of(sim, "system", "particles"));
-    if ((rc = read_chains(sim, err))) return rc;
+    if ((rc = read_chains(sim, err)) || (rc = metro__initial_chains(sim, err))) return rc;
     int bond = -1;
     for (int k = 0; k < sim->nterms; ++k) {
         metro_ctx *c = &sim->terms[k];
@@ -293,6 +299,11 @@ int metro__system_read(metro_sim *sim, metro_error *err)
         bond = k;
     }
     sim->bond_term = bond;
+    if (su->topology.chains && bond < 0 && sim->initial_chains)
+        return metro__fail(err, METRO_EUSAGE, "%s: [system] initial = %s: its bonds make %d chains, but no potential term "
+                                              "defines bonds (one such as lj_fene must be a term)",
+                           where_of(sim, "system", "initial"), metro__param_string(sim->system, "initial"),
+                           su->topology.chains);
     if (su->topology.chains && bond < 0)
         return metro__fail(err, METRO_EUSAGE, "%s: [system] chains: no potential term defines bonds (one such as "
                                               "lj_fene must be a term)",
@@ -329,7 +340,9 @@ int metro__system_read(metro_sim *sim, metro_error *err)
             }
             sim->chain_pattern[i] = s;
         }
-    } else if (su->topology.chains && su->species > 1 && metro__config_find(sim->cfg, "system", "chains")) {
+    } else if (su->topology.chains && su->species > 1 && !sim->initial_chains &&
+               metro__config_find(sim->cfg, "system", "chains")) {
+        /* (chains from the initial file have their species there) */
         return metro__fail(err, METRO_EUSAGE, "%s: [system] chain_species: required with chains and several species "
                                               "(the species along each chain, repeated: e.g. monomer, or cm, m, m)",
                            where_of(sim, "system", "chains"));

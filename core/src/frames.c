@@ -9,11 +9,17 @@
  *   frame 1's ... [| a larger index block, when the first one filled up |
  *   more frames ...]
  *
+ * A system with chains has its bonds (bonds/N, types, typeid, group) in
+ * frame 0 only: the topology never changes during a run, and the schema
+ * has a reader take frame 0's chunk where a later frame lacks it.  The
+ * bond chunks' names are in the name list only then, so a file without
+ * bonds is byte for byte what metro wrote before it wrote bonds.
+ *
  * Readers find the frames through the index, which ends at the first entry
  * whose location is 0.  A frame is appended in an order that never shows a
  * reader half of it: its data chunks go at the end of the file and are
  * synced, then all its index entries are written with one pwrite (at most
- * 13 entries, 416 bytes) and synced.  A process killed at any moment
+ * 17 entries, 544 bytes) and synced.  A process killed at any moment
  * leaves either the frame's entries whole or none of them; the bytes of an
  * unindexed frame after the last entry are invisible and a resume cuts
  * them.  When the index is full, a block twice as large is written at the
@@ -150,22 +156,37 @@ _Static_assert(sizeof(gsd_entry) == 32, "GSD index entry must be 32 bytes");
 
 /* The chunks metro writes, in name-id order: the index of a frame lists
  * them in this order (the specification keeps a frame's entries sorted by
- * id) and their data follows in the same order. */
+ * id) and their data follows in the same order.  The C_COUNT first are in
+ * every frame; the bond chunks after them only in frame 0 of a system with
+ * chains (C_ALL with them). */
 enum {
     C_STEP, C_DIM, C_BOX, C_N, C_TYPES, C_TYPEID, C_POS, C_CHARGE, C_DIAMETER,
-    C_REPLICA, C_SLOT, C_TEMPERATURE, C_CELL, C_COUNT
+    C_REPLICA, C_SLOT, C_TEMPERATURE, C_CELL, C_COUNT,
+    C_BOND_N = C_COUNT, C_BOND_TYPES, C_BOND_TYPEID, C_BOND_GROUP, C_ALL
 };
-static const char *const chunk_name[C_COUNT] = {
+#define C_BONDS (C_ALL - C_COUNT)
+static const char *const chunk_name[C_ALL] = {
     "configuration/step", "configuration/dimensions", "configuration/box", "particles/N",
     "particles/types", "particles/typeid", "particles/position", "particles/charge",
     "particles/diameter", "log/metro/replica", "log/metro/slot", "log/metro/temperature",
-    "log/metro/cell_radius"};
+    "log/metro/cell_radius", "bonds/N", "bonds/types", "bonds/typeid", "bonds/group"};
+/* metro has one kind of bond: the bond term's */
+#define BOND_TYPE "backbone"
 
-static size_t namelist_bytes(void)
+/* The name list of a file with (or without) the bond chunks. */
+static size_t namelist_bytes(int bonds)
 {
     size_t n = 1; /* the empty name that ends the list */
-    for (int i = 0; i < C_COUNT; ++i) n += strlen(chunk_name[i]) + 1;
+    for (int i = 0; i < (bonds ? C_ALL : C_COUNT); ++i) n += strlen(chunk_name[i]) + 1;
     return (n + 63) / 64 * 64;
+}
+
+/* Bonds of a frame's topology: each chain's length - 1. */
+static uint64_t frame_bonds(const metro_frame *f)
+{
+    uint64_t b = 0;
+    for (int c = 0; f->topology && c < f->topology->chains; ++c) b += (uint64_t)(f->topology->length[c] - 1);
+    return b;
 }
 
 /* The species names a frame writes: the table's, or "A" for one kind. */
@@ -185,6 +206,10 @@ static int frame_check(const metro_frame *f, char *err, size_t nerr)
         if (!(w >= 0 && w < (float)f->species) || w != floorf(w))
             return ferr(err, nerr, "particle %d has species index %g (allowed: 0 to %d)", i, (double)w, f->species - 1);
     }
+    const metro_topology *t = f->topology;
+    for (int c = 0; t && c < t->chains; ++c)
+        if (!t->first || !t->length || t->length[c] < 2 || t->first[c] < 0 || t->first[c] > f->particles - t->length[c])
+            return ferr(err, nerr, "chain %d does not lie within the frame's %d particles", c, f->particles);
     return 0;
 }
 
@@ -212,7 +237,7 @@ typedef struct chunk {
     uint8_t type;
 } chunk;
 
-static int gsd_fresh(int fd, metro_frame_mark *mark, char *err, size_t nerr, const char *path)
+static int gsd_fresh(int fd, metro_frame_mark *mark, char *err, size_t nerr, const char *path, int bonds)
 {
     gsd_header h;
     memset(&h, 0, sizeof h);
@@ -223,7 +248,7 @@ static int gsd_fresh(int fd, metro_frame_mark *mark, char *err, size_t nerr, con
     snprintf(h.schema, sizeof h.schema, "hoomd");
     h.index_location = sizeof h;
     h.index_allocated_entries = GSD_FIRST_INDEX;
-    size_t nl = namelist_bytes();
+    size_t nl = namelist_bytes(bonds);
     h.namelist_location = sizeof h + GSD_FIRST_INDEX * sizeof(gsd_entry);
     h.namelist_allocated_entries = nl / 64;
     size_t total = (size_t)h.namelist_location + nl;
@@ -231,7 +256,7 @@ static int gsd_fresh(int fd, metro_frame_mark *mark, char *err, size_t nerr, con
     if (!buf) return ferr(err, nerr, "%s: out of memory", path);
     memcpy(buf, &h, sizeof h);
     char *p = buf + h.namelist_location;
-    for (int i = 0; i < C_COUNT; ++i) {
+    for (int i = 0; i < (bonds ? C_ALL : C_COUNT); ++i) {
         size_t l = strlen(chunk_name[i]) + 1;
         memcpy(p, chunk_name[i], l);
         p += l;
@@ -249,7 +274,8 @@ static int gsd_fresh(int fd, metro_frame_mark *mark, char *err, size_t nerr, con
     return 0;
 }
 
-/* Entries a frame of f writes (the diameter only where species have one). */
+/* Entries every frame of f writes (the diameter only where species have
+ * one); frame 0 of a file with bonds has C_BONDS more. */
 static int frame_entries(const metro_frame *f)
 {
     return f->species > 0 ? C_COUNT : C_COUNT - 1;
@@ -261,15 +287,23 @@ static int gsd_append(int fd, const char *path, const metro_frame *f, metro_fram
     if (pread_all(fd, &h, sizeof h, 0)) return ferr(err, nerr, "%s: cannot read its header: %s", path, why());
     if (h.magic != GSD_MAGIC || h.index_location != mark->index_at || h.index_allocated_entries != mark->index_entries)
         return ferr(err, nerr, "%s: its header is not the one this run wrote (changed by something else?)", path);
-    const int E = frame_entries(f);
-    const uint64_t used = mark->frames * (uint64_t)E;
+    /* the name list says whether frame 0 has bonds: gsd_fresh made it for
+     * the run's topology (a file begun before metro wrote bonds has none,
+     * and a resumed run goes on without them) */
+    const uint64_t nb = frame_bonds(f);
+    const int file_bonds = h.namelist_allocated_entries * 64 == namelist_bytes(1);
+    if (file_bonds && mark->frames == 0 && nb == 0)
+        return ferr(err, nerr, "%s: begun for a system with bonds, but its first frame has none", path);
+    const int E = frame_entries(f), B = file_bonds ? C_BONDS : 0;
+    const int E_here = E + (mark->frames == 0 ? B : 0);
+    const uint64_t used = mark->frames * (uint64_t)E + (mark->frames ? (uint64_t)B : 0);
     uint64_t end = mark->bytes;
     int rc = 0;
 
     /* a full index moves to a block twice as large at the end */
-    if (used + (uint64_t)E > mark->index_entries) {
+    if (used + (uint64_t)E_here > mark->index_entries) {
         uint64_t cap = mark->index_entries;
-        while (used + (uint64_t)E > cap) cap *= 2;
+        while (used + (uint64_t)E_here > cap) cap *= 2;
         uint64_t at = (end + 31) / 32 * 32; /* entries never straddle a disk sector */
         size_t n = (size_t)cap * sizeof(gsd_entry);
         char *blk = calloc(1, n);
@@ -305,7 +339,8 @@ static int gsd_append(int fd, const char *path, const metro_frame *f, metro_fram
     double temperature = f->temperature, cell = f->cell_radius;
     size_t tl = 2;
     for (int s = 0; s < ns; ++s) tl = strlen(species_name(f, s)) + 1 > tl ? strlen(species_name(f, s)) + 1 : tl;
-    chunk c[C_COUNT];
+    uint32_t nbonds = (uint32_t)nb;
+    chunk c[C_ALL];
     memset(c, 0, sizeof c);
     c[C_STEP] = (chunk){&step, NULL, 1, 1, T_UINT64};
     c[C_DIM] = (chunk){&dim, NULL, 1, 1, T_UINT8};
@@ -320,6 +355,23 @@ static int gsd_append(int fd, const char *path, const metro_frame *f, metro_fram
     c[C_SLOT] = (chunk){&slot, NULL, 1, 1, T_INT32};
     c[C_TEMPERATURE] = (chunk){&temperature, NULL, 1, 1, T_DOUBLE};
     c[C_CELL] = (chunk){&cell, NULL, 1, 1, T_DOUBLE};
+    if (E_here > E) {
+        c[C_BOND_N] = (chunk){&nbonds, NULL, 1, 1, T_UINT32};
+        c[C_BOND_TYPES] = (chunk){BOND_TYPE, NULL, 1, (uint32_t)sizeof BOND_TYPE, T_INT8};
+        c[C_BOND_TYPEID] = (chunk){NULL, calloc((size_t)nb, sizeof(uint32_t)), nb, 1, T_UINT32};
+        c[C_BOND_GROUP] = (chunk){NULL, malloc(2 * sizeof(uint32_t) * (size_t)nb), nb, 2, T_UINT32};
+        if (!c[C_BOND_TYPEID].owned || !c[C_BOND_GROUP].owned) {
+            rc = ferr(err, nerr, "%s: out of memory for %llu bonds", path, (unsigned long long)nb);
+            goto done;
+        }
+        uint32_t *g = c[C_BOND_GROUP].owned;
+        const metro_topology *t = f->topology;
+        for (int ch = 0; ch < t->chains; ++ch)
+            for (int k = 0; k + 1 < t->length[ch]; ++k) {
+                *g++ = (uint32_t)(t->first[ch] + k);
+                *g++ = (uint32_t)(t->first[ch] + k + 1);
+            }
+    }
     for (int k = C_TYPES; k <= C_DIAMETER; ++k)
         if (!c[k].owned) {
             rc = ferr(err, nerr, "%s: out of memory for a frame of %d particles", path, N);
@@ -337,9 +389,9 @@ static int gsd_append(int fd, const char *path, const metro_frame *f, metro_fram
             d[i] = f->species > 0 ? (float)f->species_table[s].diameter : 1.0f;
         }
     }
-    gsd_entry e[C_COUNT];
+    gsd_entry e[C_ALL];
     int ne = 0;
-    for (int k = 0; k < C_COUNT; ++k) {
+    for (int k = 0; k < (E_here > E ? C_ALL : C_COUNT); ++k) {
         if (k == C_DIAMETER && f->species == 0) continue;
         size_t n = (size_t)c[k].N * c[k].M * type_size(c[k].type);
         /* a chunk of no particles still needs a location: readers take 0
@@ -368,7 +420,7 @@ static int gsd_append(int fd, const char *path, const metro_frame *f, metro_fram
     mark->frames++;
     mark->bytes = end;
 done:
-    for (int k = 0; k < C_COUNT; ++k) free(c[k].owned);
+    for (int k = 0; k < C_ALL; ++k) free(c[k].owned);
     return rc;
 }
 
@@ -485,7 +537,7 @@ int metro__frames_append(const char *path, const metro_frame *f, metro_frame_mar
     int rc = 0;
     struct stat sb;
     if (fresh) {
-        if (fmt == METRO__FRAMES_GSD) rc = gsd_fresh(fd, mark, err, nerr, path);
+        if (fmt == METRO__FRAMES_GSD) rc = gsd_fresh(fd, mark, err, nerr, path, frame_bonds(f) > 0);
     } else if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size != mark->bytes) {
         rc = ferr(err, nerr, "%s: is %lld bytes, but its last frame (%llu) ended at %llu: changed by something else than this run",
                   path, (long long)sb.st_size, (unsigned long long)mark->frames, (unsigned long long)mark->bytes);
@@ -517,19 +569,20 @@ int metro__frames_truncate(const char *path, const metro_frame_mark *mark, char 
     }
     if (fmt == METRO__FRAMES_GSD) {
         gsd_header h;
-        gsd_entry first[C_COUNT];
+        gsd_entry first[C_ALL];
         if (pread_all(fd, &h, sizeof h, 0) || h.magic != GSD_MAGIC || mark->index_at + mark->index_entries * 32 > mark->bytes) {
             rc = ferr(err, nerr, "%s: not the GSD file this run wrote", path);
             goto done;
         }
-        /* entries per frame: those of frame 0 in the marked index */
-        uint64_t E = 0;
+        /* entries per frame: those of frame 0 in the marked index, but
+         * for its bonds, which only frame 0 has */
+        uint64_t E0 = 0, E = 0;
         if (pread_all(fd, first, sizeof first, mark->index_at)) {
             rc = ferr(err, nerr, "%s: cannot read its index: %s", path, why());
             goto done;
         }
-        while (E < C_COUNT && first[E].location != 0 && first[E].frame == 0) ++E;
-        uint64_t used = mark->frames * E;
+        for (; E0 < C_ALL && first[E0].location != 0 && first[E0].frame == 0; ++E0) E += first[E0].id < C_COUNT;
+        uint64_t used = mark->frames ? E0 + (mark->frames - 1) * E : 0;
         if (used > mark->index_entries) {
             rc = ferr(err, nerr, "%s: its index does not hold the %llu frames the checkpoint counts", path,
                       (unsigned long long)mark->frames);
@@ -569,6 +622,8 @@ void metro__frame_in_free(metro__frame_in *f)
     free(f->type);
     free(f->charge);
     free(f->names);
+    free(f->diameter);
+    free(f->bond);
     memset(f, 0, sizeof *f);
 }
 
@@ -664,7 +719,7 @@ static int gsd_read(const char *path, long want, metro__frame_in *out, char *err
     g.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (g.fd < 0) return ferr(err, nerr, "%s: cannot be read: %s", path, strerror(errno));
     int rc = -1;
-    void *pos = NULL, *tid = NULL, *types = NULL, *q = NULL, *nn = NULL, *step = NULL;
+    void *pos = NULL, *tid = NULL, *types = NULL, *q = NULL, *nn = NULL, *step = NULL, *dd = NULL, *bn = NULL, *bg = NULL;
     char *nl = NULL;
     struct stat sb;
     gsd_header h;
@@ -713,6 +768,8 @@ static int gsd_read(const char *path, long want, metro__frame_in *out, char *err
     const gsd_entry *eN = gsd_find(&g, (uint64_t)f, "particles/N"), *ep = gsd_find(&g, (uint64_t)f, "particles/position");
     const gsd_entry *et = gsd_find(&g, (uint64_t)f, "particles/typeid"), *en = gsd_find(&g, (uint64_t)f, "particles/types");
     const gsd_entry *eq = gsd_find(&g, (uint64_t)f, "particles/charge"), *es = gsd_find(&g, (uint64_t)f, "configuration/step");
+    const gsd_entry *ed = gsd_find(&g, (uint64_t)f, "particles/diameter"), *ebn = gsd_find(&g, (uint64_t)f, "bonds/N");
+    const gsd_entry *ebg = gsd_find(&g, (uint64_t)f, "bonds/group");
     if (!eN || !(nn = gsd_data(&g, eN, f, err, nerr))) {
         if (!eN) ferr(err, nerr, "%s: frame %ld: no particles/N", path, f);
         goto done;
@@ -740,6 +797,7 @@ static int gsd_read(const char *path, long want, metro__frame_in *out, char *err
     if (en && en->M > 0 && en->N > 0 && en->N <= 65536 && (en->type == T_INT8 || en->type == T_UINT8)) {
         if (!(types = gsd_data(&g, en, f, err, nerr))) goto done;
         out->ntypes = (int)en->N;
+        out->explicit_types = 1;
         out->names = calloc(en->N, sizeof *out->names);
         if (!out->names) goto done;
         for (uint64_t t = 0; t < en->N; ++t)
@@ -772,11 +830,44 @@ static int gsd_read(const char *path, long want, metro__frame_in *out, char *err
         if (!out->charge) goto done;
         for (int i = 0; i < N; ++i) out->charge[i] = gsd_value(q, eq->type, (size_t)i);
     }
+    if (ed && ed->N == (uint64_t)N && ed->M == 1) {
+        if (!(dd = gsd_data(&g, ed, f, err, nerr))) goto done;
+        out->diameter = malloc(sizeof(double) * (size_t)(N ? N : 1));
+        if (!out->diameter) goto done;
+        for (int i = 0; i < N; ++i) out->diameter[i] = gsd_value(dd, ed->type, (size_t)i);
+    }
+    /* bonds: bonds/N (schema default 0), then bonds/group of that many
+     * pairs; whether they make chains metro can hold is initial.c's to
+     * say */
+    if (ebn) {
+        if (!(bn = gsd_data(&g, ebn, f, err, nerr))) goto done;
+        double nb = gsd_value(bn, ebn->type, 0);
+        if (!(nb >= 0 && nb < 2147483647.0) || nb != floor(nb)) {
+            ferr(err, nerr, "%s: frame %ld: bonds/N = %g", path, f, nb);
+            goto done;
+        }
+        out->bonds = (long)nb;
+    }
+    if (out->bonds > 0) {
+        if (!ebg || ebg->N != (uint64_t)out->bonds || ebg->M != 2 || ebg->type == T_FLOAT || ebg->type == T_DOUBLE) {
+            ferr(err, nerr, "%s: frame %ld: bonds/N = %ld, but bonds/group is missing or not %ld x 2 integers", path, f,
+                 out->bonds, out->bonds);
+            goto done;
+        }
+        if (!(bg = gsd_data(&g, ebg, f, err, nerr))) goto done;
+        out->bond = malloc(sizeof(long long) * 2 * (size_t)out->bonds);
+        if (!out->bond) {
+            ferr(err, nerr, "%s: out of memory for %ld bonds", path, out->bonds);
+            goto done;
+        }
+        for (size_t k = 0; k < 2 * (size_t)out->bonds; ++k) out->bond[k] = (long long)gsd_value(bg, ebg->type, k);
+    }
     out->step = -1;
     if (es && (step = gsd_data(&g, es, f, err, nerr))) out->step = (long long)gsd_value(step, es->type, 0);
     rc = 0;
 done:
     free(pos), free(tid), free(types), free(q), free(nn), free(step), free(nl), free(g.idx);
+    free(dd), free(bn), free(bg);
     close(g.fd);
     return rc;
 }
@@ -984,5 +1075,6 @@ int metro__frames_read(const char *path, long want, metro__frame_in *out, char *
     }
     int rc = fmt == METRO__FRAMES_GSD ? gsd_read(path, want, out, err, nerr) : xyz_read(path, want, out, err, nerr);
     if (rc) metro__frame_in_free(out);
+    else out->format = fmt;
     return rc;
 }

@@ -31,7 +31,9 @@ int metro__frames_truncate(const char *path, const metro_frame_mark *mark, char 
 
 /* One frame read back.  type[i] indexes names (the file's own species
  * names: GSD particles/types, XYZ the metro_species column, else the
- * species column); charge is NULL when the file has none. */
+ * species column); charge and diameter are NULL when the file has none.
+ * GSD bonds (bonds/group, as the file has them: nothing is checked but
+ * that they are integers) where bonds/N > 0; bond types are not read. */
 typedef struct metro__frame_in {
     long index;            /* which frame (0 = first) */
     long frames;           /* complete frames in the file */
@@ -42,7 +44,12 @@ typedef struct metro__frame_in {
     int ntypes;
     char (*names)[64];     /* [ntypes] */
     long long step;        /* sweep of the frame, -1 when not recorded */
+    int explicit_types;    /* GSD: the frame (or frame 0) has particles/types */
+    double *diameter;      /* [particles] or NULL (GSD particles/diameter) */
+    long bonds;            /* GSD bonds/N; 0: no bonds */
+    long long *bond;       /* [2 * bonds]: bonds/group, pair after pair */
     int partial_tail;      /* XYZ: an incomplete frame after the last one was ignored */
+    metro__frame_format format; /* which format the file was read as */
 } metro__frame_in;
 
 /* Read frame `want` (0 first, -1 last, -2 the one before ...) of path,
@@ -53,6 +60,24 @@ void metro__frame_in_free(metro__frame_in *f);
 
 /* Tests only: make an append stop the process midway (see frames.c). */
 extern int metro__frames_test_stop;
+
+/* initial.c, before the terms' create() (compose.c's metro__system_read):
+ * read the frame of [system] initial, once, where the system may need it
+ * (always, but on a resume only when the species or chains may come from
+ * it); a missing or unreadable file is refused here. */
+int metro__initial_read(metro_sim *sim, int composed, metro_error *err);
+/* [system] declares no species: in a composed system (several terms, or a
+ * term restricted to species) the species of the GSD frame's
+ * particles/types, each with the charge and diameter its particles agree
+ * on, and their counts; sets particles (or checks it).  Nothing when the
+ * frame has no particles/types or the run is a lone potential's. */
+int metro__initial_species(metro_sim *sim, int composed, metro_error *err);
+/* The frame's bonds (GSD bonds/group) as linear chains, refused unless
+ * they are chains of index neighbours first in index order; taken as the
+ * system's chains when [system] declares none, else checked against
+ * them. */
+int metro__initial_chains(metro_sim *sim, metro_error *err);
+void metro__initial_free(metro_sim *sim);
 
 /* initial.c: [system] initial = FILE.  Reads the frame initial_frame,
  * checks it against the potential (particle count, species, charges,

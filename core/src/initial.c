@@ -17,13 +17,26 @@
  *   - finally, for systems small enough to sum directly, the total energy,
  *     and where it is not finite the first particle whose delta() at its
  *     own position is not finite.
- * Every replica starts from the same frame.  The file is read again when a
- * run resumes (the checkpoint then replaces the positions), so it must
- * still be there.
+ * Every replica starts from the same frame.
+ *
+ * The system itself may come from the file (metro__initial_species and
+ * _chains, called by compose.c before any term's create(), since terms
+ * read the species table there): where [system] declares no species, a
+ * composed system takes the GSD frame's particles/types with the charge
+ * and diameter the particles of each type agree on; where [system]
+ * declares no chains, the frame's bonds/group, which must be linear
+ * chains of index neighbours placed first in index order (what
+ * metro_topology holds).  Where [system] declares them and the file has
+ * them too, they must agree.  The frame is read once and kept for the
+ * placement.  A resume reads the file only where [system] leaves the
+ * chains (or a composed system's species) to it (the checkpoint's identity
+ * records what the file gave, so a resume from a file that gives other
+ * species or chains is refused); otherwise the file may be gone by then.
  */
 #define _GNU_SOURCE
 #include "sim.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,25 +148,310 @@ static void map_species(const metro_setup *s, const metro__frame_in *f, int *map
     }
 }
 
+/* "config.ini:12: [system] initial", or the --set that gave it. */
+static void initial_key(metro_sim *sim, char *key, size_t n)
+{
+    metro__entry *e = metro__config_find(sim->cfg, "system", "initial");
+    if (e && !strcmp(e->file, "--set"))
+        snprintf(key, n, "--set #%d: [system] initial", e->line);
+    else if (e)
+        snprintf(key, n, "%s:%d: [system] initial", e->file, e->line);
+    else
+        snprintf(key, n, "%s: [system] initial", sim->cfg->path);
+}
+
+/* "KEY: FILE: frame F of N", the prefix of every message about the frame. */
+static void where_of_frame(metro_sim *sim, const metro__frame_in *f, where *w)
+{
+    char key[4300];
+    initial_key(sim, key, sizeof key);
+    snprintf(w->prefix, sizeof w->prefix, "%s: %s: frame %ld of %ld", key, metro__param_string(sim->system, "initial"),
+             f->index, f->frames);
+}
+
+/* The frame, read now or by metro__initial_read before; the caller owns
+ * it (the cache is handed over). */
+static int take_frame(metro_sim *sim, metro__frame_in *f, metro_error *err)
+{
+    if (sim->initial_in) {
+        *f = *sim->initial_in;
+        free(sim->initial_in);
+        sim->initial_in = NULL;
+        return METRO_OK;
+    }
+    char key[4300], msg[4096];
+    initial_key(sim, key, sizeof key);
+    if (metro__frames_read(metro__param_string(sim->system, "initial"), metro__param_int(sim->system, "initial_frame"), f,
+                           msg, sizeof msg))
+        return metro__fail(err, METRO_EUSAGE, "%s: %s", key, msg);
+    return METRO_OK;
+}
+
+void metro__initial_free(metro_sim *sim)
+{
+    if (!sim->initial_in) return;
+    metro__frame_in_free(sim->initial_in);
+    free(sim->initial_in);
+    sim->initial_in = NULL;
+}
+
+int metro__initial_read(metro_sim *sim, int composed, metro_error *err)
+{
+    const char *file = metro__param_string(sim->system, "initial");
+    if (!*file) return METRO_OK;
+    /* a resume starts from the checkpoint: the file matters only where the
+     * system took its species or chains from it */
+    int needed = (composed && !*metro__param_string(sim->system, "species")) ||
+                 !*metro__param_string(sim->system, "chains");
+    if (sim->resuming && !needed) return METRO_OK;
+    /* an XYZ frame gives the system nothing (no bonds, no diameters): it
+     * is read with the placement, as before (a dry run does not need it) */
+    if (metro__frames_format_of(file) == METRO__FRAMES_XYZ) return METRO_OK;
+    metro__frame_in *f = metro__xcalloc(1, sizeof *f);
+    int rc = take_frame(sim, f, err);
+    if (rc) {
+        free(f);
+        return rc;
+    }
+    sim->initial_in = f;
+    return METRO_OK;
+}
+
+/* The name rule of [system] species (compose.c): 1 to 15 of letters,
+ * digits, _ + - . */
+static int species_name_ok(const char *s)
+{
+    size_t l = strlen(s);
+    if (l < 1 || l >= sizeof ((metro_species *)0)->name) return 0;
+    for (; *s; ++s)
+        if (!isalnum((unsigned char)*s) && !strchr("_+-.", *s)) return 0;
+    return 1;
+}
+
+int metro__initial_species(metro_sim *sim, int composed, metro_error *err)
+{
+    const char *file = metro__param_string(sim->system, "initial");
+    const metro__frame_in *f = sim->initial_in;
+    if (!*file || !composed) return METRO_OK;
+    if (f ? f->format != METRO__FRAMES_GSD : metro__frames_format_of(file) == METRO__FRAMES_XYZ) {
+        /* XYZ names species but has no diameters: a composed system whose
+         * terms name species must have them declared */
+        char key[4300];
+        initial_key(sim, key, sizeof key);
+        for (int k = 0; k < sim->nterms; ++k)
+            if (metro__config_find(sim->cfg, sim->terms[k].section, "species"))
+                return metro__fail(err, METRO_EUSAGE,
+                                   "%s: %s: the species come from an initial file only when it is GSD (particles/types, "
+                                   "charge, diameter); an XYZ file has no diameters: declare the species in [system] "
+                                   "(species, charges, diameters, counts), or start from a .gsd file",
+                                   key, file);
+        return METRO_OK;
+    }
+    if (!f || !f->explicit_types) return METRO_OK;
+    where w;
+    where_of_frame(sim, f, &w);
+    metro_setup *su = &sim->setup;
+    if (f->ntypes > METRO_MAX_SPECIES)
+        return metro__fail(err, METRO_EUSAGE, "%s: particles/types names %d types, metro holds at most %d species", w.prefix,
+                           f->ntypes, METRO_MAX_SPECIES);
+    for (int t = 0; t < f->ntypes; ++t) {
+        if (!species_name_ok(f->names[t]))
+            return metro__fail(err, METRO_EUSAGE, "%s: particles/types: '%s' is not a species name (1 to %zu of letters, "
+                                                  "digits, _ + - .)",
+                               w.prefix, f->names[t], sizeof su->species_table[0].name - 1);
+        for (int u = 0; u < t; ++u)
+            if (!strcmp(f->names[u], f->names[t]))
+                return metro__fail(err, METRO_EUSAGE, "%s: particles/types: '%s' is named twice", w.prefix, f->names[t]);
+    }
+    /* each type's charge and diameter: its first particle's, which every
+     * other particle of the type must repeat (a species has one of each);
+     * the schema's defaults where the file has none (0, 1) */
+    int first[METRO_MAX_SPECIES];
+    for (int t = 0; t < f->ntypes; ++t) {
+        metro_species *sp = &su->species_table[t];
+        memset(sp, 0, sizeof *sp);
+        snprintf(sp->name, sizeof sp->name, "%s", f->names[t]);
+        sp->diameter = 1.0;
+        first[t] = -1;
+    }
+    for (int i = 0; i < f->particles; ++i) {
+        int t = f->type[i];
+        metro_species *sp = &su->species_table[t];
+        double q = f->charge ? f->charge[i] : 0.0, d = f->diameter ? f->diameter[i] : 1.0;
+        if (first[t] < 0) {
+            first[t] = i;
+            sp->charge = q;
+            sp->diameter = d;
+        } else if (q != sp->charge || d != sp->diameter) {
+            int qd = q != sp->charge;
+            return metro__fail(err, METRO_EUSAGE,
+                               "%s: particle %d (type %s) has %s %g, but particle %d of the same type has %g: the "
+                               "system's species come from this file ([system] declares none), and a species has one "
+                               "charge and one diameter (give the types apart, or declare the species in [system])",
+                               w.prefix, i, sp->name, qd ? "charge" : "diameter", qd ? q : d, first[t],
+                               qd ? sp->charge : sp->diameter);
+        }
+        if (!(d >= 0) || !isfinite(d) || !isfinite(q))
+            return metro__fail(err, METRO_EUSAGE, "%s: particle %d (type %s) has charge %g and diameter %g", w.prefix, i,
+                               sp->name, q, d);
+        sp->count++;
+    }
+    su->species = f->ntypes;
+    long np = metro__param_int(sim->system, "particles");
+    if (np == 0) {
+        su->particles = f->particles;
+    } else if (np != f->particles) {
+        return metro__fail(err, METRO_EUSAGE, "%s: holds %d particles, but [system] particles = %ld", w.prefix, f->particles,
+                           np);
+    }
+    sim->initial_species = 1;
+    return METRO_OK;
+}
+
+#define ALLOWED_BONDS                                                                                                  \
+    "(allowed: linear chains, each bond joining index neighbours i and i+1, the chains first in index order and the "  \
+    "particles without bonds after them)"
+
+/* The frame's bonds as chains (first, length: heap), or a refusal naming
+ * the bond. */
+static int bonds_to_chains(const metro__frame_in *f, const where *w, int **first_out, int **length_out, int *chains_out,
+                           metro_error *err)
+{
+    const int n = f->particles;
+    unsigned char *deg = calloc((size_t)n + 1, 1), *next = calloc((size_t)n + 1, 1);
+    int *first = NULL, *length = NULL, chains = 0, rc = METRO_OK;
+    if (!deg || !next) {
+        rc = metro__fail(err, METRO_ERUN, "%s: out of memory for %ld bonds", w->prefix, f->bonds);
+        goto done;
+    }
+    for (long k = 0; k < f->bonds; ++k) {
+        long long a = f->bond[2 * k], b = f->bond[2 * k + 1];
+        if (a < 0 || b < 0 || a >= n || b >= n) {
+            rc = metro__fail(err, METRO_EUSAGE, "%s: bond %ld joins particles %lld and %lld, but the frame has %d particles",
+                             w->prefix, k, a, b, n);
+            goto done;
+        }
+        long long lo = a < b ? a : b, hi = a < b ? b : a;
+        if (a == b) {
+            rc = metro__fail(err, METRO_EUSAGE, "%s: bond %ld joins particle %lld to itself " ALLOWED_BONDS, w->prefix, k, a);
+            goto done;
+        }
+        if (deg[a] == 2 || deg[b] == 2) {
+            rc = metro__fail(err, METRO_EUSAGE,
+                             "%s: bond %ld (particles %lld and %lld) gives particle %lld a third bond: a branched "
+                             "molecule, which metro cannot hold " ALLOWED_BONDS,
+                             w->prefix, k, a, b, deg[a] == 2 ? a : b);
+            goto done;
+        }
+        if (hi != lo + 1) {
+            rc = metro__fail(err, METRO_EUSAGE,
+                             "%s: bond %ld joins particles %lld and %lld, which are not neighbours in index order " ALLOWED_BONDS,
+                             w->prefix, k, a, b);
+            goto done;
+        }
+        if (next[lo]) {
+            rc = metro__fail(err, METRO_EUSAGE, "%s: bond %ld joins particles %lld and %lld a second time", w->prefix, k, a,
+                             b);
+            goto done;
+        }
+        next[lo] = 1;
+        deg[a]++, deg[b]++;
+    }
+    /* chains first: no bond beyond the first particle without one */
+    int free_at = 0;
+    while (free_at < n && deg[free_at]) ++free_at;
+    for (long k = 0; k < f->bonds; ++k) {
+        long long a = f->bond[2 * k], b = f->bond[2 * k + 1];
+        if ((a < b ? a : b) > free_at) {
+            rc = metro__fail(err, METRO_EUSAGE,
+                             "%s: bond %ld (particles %lld and %lld) lies after particle %d, which has no bond: the chains "
+                             "must come first in index order " ALLOWED_BONDS,
+                             w->prefix, k, a, b, free_at);
+            goto done;
+        }
+    }
+    int cap = 0;
+    for (int i = 0; i < free_at;) {
+        int j = i;
+        while (next[j]) ++j; /* the chain i .. j */
+        if (chains == cap) {
+            cap = cap ? 2 * cap : 16;
+            first = metro__xrealloc(first, sizeof(int) * (size_t)cap);
+            length = metro__xrealloc(length, sizeof(int) * (size_t)cap);
+        }
+        first[chains] = i;
+        length[chains++] = j - i + 1;
+        i = j + 1;
+    }
+done:
+    free(deg);
+    free(next);
+    if (rc) {
+        free(first);
+        free(length);
+        return rc;
+    }
+    *first_out = first;
+    *length_out = length;
+    *chains_out = chains;
+    return METRO_OK;
+}
+
+int metro__initial_chains(metro_sim *sim, metro_error *err)
+{
+    const metro__frame_in *f = sim->initial_in;
+    if (!f || f->bonds == 0) return METRO_OK;
+    where w;
+    where_of_frame(sim, f, &w);
+    metro_setup *su = &sim->setup;
+    if (f->particles != su->particles)
+        return metro__fail(err, METRO_EUSAGE, "%s: holds %d particles, but [system] particles = %d", w.prefix, f->particles,
+                           su->particles);
+    int *first, *length, chains;
+    int rc = bonds_to_chains(f, &w, &first, &length, &chains, err);
+    if (rc) return rc;
+    metro_topology *t = &su->topology;
+    if (!t->chains) {
+        free(sim->chain_first);
+        free(sim->chain_length);
+        sim->chain_first = first;
+        sim->chain_length = length;
+        t->chains = chains;
+        sim->initial_chains = 1;
+        return METRO_OK;
+    }
+    /* [system] chains as well: the same chains, or a refusal at the first
+     * that differs */
+    int c = 0;
+    while (c < chains && c < t->chains && first[c] == sim->chain_first[c] && length[c] == sim->chain_length[c]) ++c;
+    if (c < chains || c < t->chains) {
+        char fil[96], sys[96];
+        if (c < chains) snprintf(fil, sizeof fil, "particles %d to %d", first[c], first[c] + length[c] - 1);
+        else snprintf(fil, sizeof fil, "none (the file's bonds make %d chains)", chains);
+        if (c < t->chains)
+            snprintf(sys, sizeof sys, "particles %d to %d", sim->chain_first[c],
+                     sim->chain_first[c] + sim->chain_length[c] - 1);
+        else
+            snprintf(sys, sizeof sys, "none ([system] chains makes %d)", t->chains);
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: the file's bonds do not make the chains of [system] chains = %s: chain %d is %s in the "
+                         "file, %s in [system] (declare the chains in one place: leave chains out of [system] to take "
+                         "the file's)",
+                         w.prefix, metro__param_string(sim->system, "chains"), c, fil, sys);
+    }
+    free(first);
+    free(length);
+    return rc;
+}
+
 int metro__initial_load(metro_sim *sim, metro_error *err)
 {
     const char *file = metro__param_string(sim->system, "initial");
-    long want = metro__param_int(sim->system, "initial_frame");
-    metro__entry *e = metro__config_find(sim->cfg, "system", "initial");
-    char key[4300];
-    if (e && !strcmp(e->file, "--set"))
-        snprintf(key, sizeof key, "--set #%d: [system] initial", e->line);
-    else if (e)
-        snprintf(key, sizeof key, "%s:%d: [system] initial", e->file, e->line);
-    else
-        snprintf(key, sizeof key, "%s: [system] initial", sim->cfg->path);
-
     metro__frame_in f;
-    char msg[4096];
-    if (metro__frames_read(file, want, &f, msg, sizeof msg))
-        return metro__fail(err, METRO_EUSAGE, "%s: %s", key, msg);
+    int rc0 = take_frame(sim, &f, err);
+    if (rc0) return rc0;
     where w;
-    snprintf(w.prefix, sizeof w.prefix, "%s: %s: frame %ld of %ld", key, file, f.index, f.frames);
+    where_of_frame(sim, &f, &w);
     const metro_setup *s = &sim->setup;
     metro_state *st = &sim->st;
     const int n = st->particles;
@@ -191,6 +489,13 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
                                  w.prefix, i, s->species_table[k].name, f.charge[i], s->species_table[k].name, z);
                 goto done;
             }
+            double d = s->species_table[k].diameter;
+            if (f.diameter && fabs(f.diameter[i] - d) > 1e-6 * fmax(1.0, d)) {
+                rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (species %s) has diameter %g, but the system gives %s "
+                                                    "diameter %g",
+                                 w.prefix, i, s->species_table[k].name, f.diameter[i], s->species_table[k].name, d);
+                goto done;
+            }
             pos[i] = metro_f4(f.xyz[3 * i], f.xyz[3 * i + 1], f.xyz[3 * i + 2], (float)k);
         }
         for (int k = 0; k < s->species; ++k)
@@ -209,6 +514,27 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
             pos[i] = metro_f4(f.xyz[3 * i], f.xyz[3 * i + 1], f.xyz[3 * i + 2], 0.0f);
         }
     }
+    /* the species along the chains: [system] chain_species where given,
+     * and in any case species the term owning the bonds acts on (else the
+     * bond would silently be no bond) */
+    for (int c = 0; s->species > 0 && c < s->topology.chains; ++c)
+        for (int k = 0; k < s->topology.length[c]; ++k) {
+            int i = s->topology.first[c] + k, sp = (int)pos[i].w;
+            if (sim->chain_pattern_n && sp != sim->chain_pattern[k % sim->chain_pattern_n]) {
+                rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (monomer %d of chain %d) has species %s, but [system] "
+                                                    "chain_species gives %s there",
+                                 w.prefix, i, k, c, s->species_table[sp].name,
+                                 s->species_table[sim->chain_pattern[k % sim->chain_pattern_n]].name);
+                goto done;
+            }
+            const metro_ctx *bt = sim->bond_term >= 0 ? &sim->terms[sim->bond_term] : NULL;
+            if (bt && !((bt->mask >> sp) & 1u)) {
+                rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (monomer %d of chain %d) has species %s, but [%s] (%s, "
+                                                    "which owns the bonds) does not act on it",
+                                 w.prefix, i, k, c, s->species_table[sp].name, bt->section, bt->plugin->d->name);
+                goto done;
+            }
+        }
     /* the cell: each particle alone */
     for (int i = 0; i < n; ++i) {
         if (isfinite(alone(sim, &pos[i], 1))) continue;
@@ -254,6 +580,16 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
                    f.frames, f.step);
     else
         metro__log(sim, METRO_LOG_INFO, "initial configuration: %s, frame %ld of %ld", file, f.index, f.frames);
+    if (sim->initial_species || sim->initial_chains) {
+        char what[512] = "";
+        for (int k = 0; sim->initial_species && k < s->species; ++k)
+            snprintf(what + strlen(what), sizeof what - strlen(what), "%s%s (%ld, charge %g, diameter %g)", k ? ", " : "species ",
+                     s->species_table[k].name, s->species_table[k].count, s->species_table[k].charge,
+                     s->species_table[k].diameter);
+        if (sim->initial_chains)
+            snprintf(what + strlen(what), sizeof what - strlen(what), "%s%d chains", *what ? "; " : "", s->topology.chains);
+        metro__log(sim, METRO_LOG_INFO, "the system from %s ([system] declares none): %s", file, what);
+    }
     if (f.partial_tail)
         metro__log(sim, METRO_LOG_WARN, "%s: ends with an incomplete frame (a run killed while writing it); it was ignored",
                    file);

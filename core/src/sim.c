@@ -297,6 +297,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     sim->setup.replicas = 1;
     sim->setup.sweeps = sim->sweeps;
     sim->setup.equilibration = sim->equilibration;
+    sim->resuming = opt->resume;
     if ((rc = metro__system_read(sim, err)) || (rc = metro__compose_check_table(sim, err))) goto fail;
     for (int k = 0; k < sim->nterms; ++k)
         if ((rc = create_plugin(sim, &sim->terms[k], err))) goto fail;
@@ -477,6 +478,7 @@ void metro_sim_destroy(metro_sim *sim)
     for (int k = 0; k < sim->nterms; ++k) free_ctx(&sim->terms[k], METRO_KIND_POTENTIAL);
     free(sim->terms);
     metro__compose_free(sim);
+    metro__initial_free(sim);
     free(sim->facts);
     if (sim->st.d_pos) cudaFree(sim->st.d_pos);
     if (sim->st.d_energy) cudaFree(sim->st.d_energy);

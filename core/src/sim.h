@@ -72,6 +72,11 @@ struct metro_sim {
     int *chain_first, *chain_length; /* the topology's arrays */
     unsigned char *bond_next;
     int chain_pattern[64], chain_pattern_n; /* [system] chain_species */
+    /* [system] initial: the frame, read before the terms' create() so that
+     * the system may take its species and chains from it (initial.c) */
+    struct metro__frame_in *initial_in;
+    int initial_species, initial_chains; /* the species / chains came from it */
+    int resuming;                 /* metro resume: positions from the checkpoint */
     struct metro__fact *facts;    /* host->fact_set */
     int nfacts;
     const metro_sampler_api *smp_api;
