@@ -71,7 +71,6 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
     const float step = a.step[slot];
     unsigned long long acc = 0;
     const bool chain_bonds = a.chain != 0;
-    const unsigned span = chain_bonds ? 2u : 0u;
 
     for (int s = 0; s < a.sweeps; ++s) {
         const unsigned long long sweep = a.sweep0 + (unsigned long long)s;
@@ -88,9 +87,13 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
                 const float4 old = chain[i];
                 const float4 nw = metro_pt_displace(old, dx, dy, dz);
 
-                /* partners j with |j - i| <= 1 (chains) or j == i are
-                 * skipped: (unsigned)(j - lo) <= span, one compare */
-                const int lo = chain_bonds ? i - 1 : i;
+                /* partners j from lo to lo + span are skipped, one
+                 * compare: i itself and its bonded neighbours (all of
+                 * i-1, i+1 along one chain; at a chain's end the next
+                 * particle is an ordinary partner) */
+                const bool b_lo = chain_bonds && metro_bonded(i - 1), b_hi = chain_bonds && metro_bonded(i);
+                const int lo = b_lo ? i - 1 : i;
+                const unsigned span = (unsigned)(b_lo + b_hi);
                 float part = 0.0f;
 #pragma unroll 4
                 for (int j = lane; j < n; j += G) {
@@ -103,15 +106,10 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
                  * lanes 4-5 (0-1 when G = 4).  A select keeps what counts. */
                 {
                     const int nb = (lane & 2) ? i + 1 : i - 1;
-                    /* the partner loop skipped i-1 and i+1: here they
-                     * interact as bonded neighbours, or (at a chain's end)
-                     * as any pair */
-                    const bool near = a.chain && lane < 4 && nb >= 0 && nb < n;
+                    const bool bonded = lane < 4 && ((lane & 2) ? b_hi : b_lo);
                     const float4 me = (lane & 1) ? old : nw;
-                    const float4 other = chain[nb < 0 ? 0 : (nb >= n ? n - 1 : nb)];
-                    const float eb = metro_bonded(nb < i ? nb : i) ? metro_bond_energy(me, other)
-                                                                   : metro_pair_energy(me, other);
-                    part += near ? ((lane & 1) ? -eb : eb) : 0.0f;
+                    const float eb = metro_bond_energy(me, chain[nb < 0 ? 0 : (nb >= n ? n - 1 : nb)]);
+                    part += bonded ? ((lane & 1) ? -eb : eb) : 0.0f;
                     const int xl = G > 4 ? lane - 4 : lane;
                     const float ex = metro_external_energy(xl == 1 ? old : nw);
                     part += xl == 0 ? ex : (xl == 1 ? -ex : 0.0f);
