@@ -5,12 +5,15 @@
  *
  * One warp per slot, looping over the slot's chains (a few long chains is
  * the case this is for: with many chains shorter than a warp most lanes
- * idle, which costs little beside a sweep).  r_gyr^2 by the two passes of polymer_shape.h (the
- * mean first, then the squared distances to it, both summed in double), so
- * the values agree with the host's metro_polymer_shape to double rounding
- * (only the order of the double sums differs: lanes, then a shuffle tree).
+ * idle, which costs little beside a sweep).  r_gyr^2 by the two passes of
+ * polymer_shape.h (the mean first, then the squared distances to it, both
+ * summed in double), in the order the host's metro_polymer_shape follows
+ * (lanes, then a butterfly) with no fused multiply-add, so the values
+ * equal the host's bit for bit.
  */
 #include "metro/hd.h"
+
+#include "polymer_shape.h"
 
 #define PS_WARP 32
 
@@ -26,7 +29,7 @@ __device__ __forceinline__ double ps_f2d(float x)
 __device__ __forceinline__ double ps_warp_sum(double v)
 {
 #pragma unroll
-    for (int o = PS_WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = PS_WARP / 2; o > 0; o >>= 1) v = metro__ps_add(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 
@@ -58,9 +61,9 @@ extern "C" __global__ void polymer_shape_record(const metro_float4 *__restrict__
         double mx = 0, my = 0, mz = 0;
         for (int k = lane; k < len; k += PS_WARP) {
             metro_float4 q = p[k];
-            mx += ps_f2d(q.x);
-            my += ps_f2d(q.y);
-            mz += ps_f2d(q.z);
+            mx = metro__ps_add(mx, ps_f2d(q.x));
+            my = metro__ps_add(my, ps_f2d(q.y));
+            mz = metro__ps_add(mz, ps_f2d(q.z));
         }
         mx = ps_warp_sum(mx) / len;
         my = ps_warp_sum(my) / len;
@@ -68,14 +71,13 @@ extern "C" __global__ void polymer_shape_record(const metro_float4 *__restrict__
         double s = 0;
         for (int k = lane; k < len; k += PS_WARP) {
             metro_float4 q = p[k]; /* L1 hit: read in the first pass */
-            double dx = ps_f2d(q.x) - mx, dy = ps_f2d(q.y) - my, dz = ps_f2d(q.z) - mz;
-            s += dx * dx + dy * dy + dz * dz;
+            s = metro__ps_add(s, metro__ps_sq3(ps_f2d(q.x) - mx, ps_f2d(q.y) - my, ps_f2d(q.z) - mz));
         }
         s = ps_warp_sum(s);
         if (lane == 0) {
             metro_float4 a = p[0], b = p[len - 1];
-            double dx = ps_f2d(b.x) - ps_f2d(a.x), dy = ps_f2d(b.y) - ps_f2d(a.y), dz = ps_f2d(b.z) - ps_f2d(a.z);
-            double rg2 = s / len, ree2 = dx * dx + dy * dy + dz * dz;
+            double rg2 = s / len,
+                   ree2 = metro__ps_sq3(ps_f2d(b.x) - ps_f2d(a.x), ps_f2d(b.y) - ps_f2d(a.y), ps_f2d(b.z) - ps_f2d(a.z));
             sa += rg2;
             sb += ree2;
             if (per) {
