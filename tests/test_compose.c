@@ -154,6 +154,56 @@ START_TEST(composed_energy_consistent)
 }
 END_TEST
 
+/* ---- every charge zero: the neutral chain ----------------------------------- */
+
+#ifndef COMPOSE_GPU
+/* thermo.csv of polymer_shape after running ini: <E>, <r_gyr^2> and
+ * <R_ee^2> with their errors */
+static void chain_averages(const char *ini, double v[6])
+{
+    metro_sim *sim = metro_test_sim(ini, DEVICE, NULL, 0);
+    metro_error err = {0};
+    ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+    metro_sim_destroy(sim);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/thermo.csv", metro_test_run_dir());
+    static const char *const col[6] = {"E_mean", "E_err", "Rg2_mean", "Rg2_err", "Ree2_mean", "Ree2_err"};
+    for (int k = 0; k < 6; ++k) v[k] = metro_test_csv(path, 0, col[k]);
+}
+
+/* A charged chain with its counterions and the Coulomb term, every charge
+ * set to 0: the chain is lj_fene's neutral chain (the ions and the wall
+ * are hard spheres, dilute enough to change nothing measurable). */
+START_TEST(zero_charges_give_the_neutral_chain)
+{
+    const char *tail = "[sampler]\nplugin = metropolis\ntemperature = 1\nstep = 0.3\n\n"
+                       "[observable shape]\nplugin = polymer_shape\nevery = 5\nreweight = false\nplots = false\n";
+    char a[2048], b[2048];
+    snprintf(a, sizeof a,
+             "[run]\nseed = 31\nsweeps = 300000\nequilibration = 2000\n\n"
+             "[system]\nspecies = m, c\ncharges = 0, 0\ndiameters = 0.5\ncounts = 16, 16\nchains = 16\n"
+             "chain_species = m\n\n[potential chain]\nplugin = lj_fene\nspecies = m\n\n"
+             "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 15\nbjerrum = 2\n\n%s",
+             tail);
+    snprintf(b, sizeof b,
+             "[run]\nseed = 32\nsweeps = 300000\nequilibration = 2000\n\n[system]\nparticles = 16\n\n"
+             "[potential]\nplugin = lj_fene\n\n%s",
+             tail);
+    double x[6], y[6];
+    chain_averages(a, x);
+    chain_averages(b, y);
+    static const char *const what[3] = {"<E>", "<r_gyr^2>", "<R_ee^2>"};
+    for (int k = 0; k < 3; ++k) {
+        double d = x[2 * k] - y[2 * k], e = sqrt(x[2 * k + 1] * x[2 * k + 1] + y[2 * k + 1] * y[2 * k + 1]);
+        printf("zero charges: %s = %.4f +- %.4f, neutral chain %.4f +- %.4f\n", what[k], x[2 * k], x[2 * k + 1],
+               y[2 * k], y[2 * k + 1]);
+        ck_assert_msg(e > 0 && e < 0.1 * fabs(y[2 * k]) + 0.05, "%s: error bar %g", what[k], e);
+        ck_assert_msg(fabs(d) < 4 * e, "%s: %g against the neutral chain's %g (+- %g)", what[k], x[2 * k], y[2 * k], e);
+    }
+}
+END_TEST
+#endif
+
 /* ---- exact: a bonded dimer of opposite charges ------------------------------ */
 
 /* <E> and C_V of the dimer +1 / -1 (diameters d, LJ + FENE bond, Coulomb
@@ -263,6 +313,9 @@ int main(void)
     tcase_add_test(tc, cuda_equals_cpu);
 #endif
     tcase_add_test(tc, lone_terms_are_todays_chains);
+#ifndef COMPOSE_GPU
+    tcase_add_test(tc, zero_charges_give_the_neutral_chain);
+#endif
     tcase_add_test(tc, composed_energy_consistent);
     tcase_add_test(tc, bonded_charged_dimer_exact);
     suite_add_tcase(s, tc);
