@@ -5,7 +5,7 @@
 #     charged monomers, lj_fene + coulomb_hs, and their 524288
 #     counterions): seconds per cycle from runs of 1 and 4 cycles
 #     (the difference removes start-up), and the ratio;
-#  2. parallel tempering of configs/polyelectrolyte.ini: monomer updates
+#  2. parallel tempering of configs/polyelectrolyte.ini: particle updates
 #     per second with 4096 replicas on the GPU beside 16 replicas on one
 #     CPU core.
 # Usage: bench/compose_cost.sh BUILD_DIR   (prints a table)
@@ -65,13 +65,14 @@ for c in alone composed; do
   printf "%-44s %12s %12.4f\n" "brush 2^20, $c: one cycle" "s" "$per"
 done
 printf "%-44s %12s %12s %8.3f   (goal <= 1.15)\n" "composed / alone" "" "" "$(calc "$per_composed / $per_alone")"
-# parallel tempering of the polyelectrolyte (64 + 64 particles)
-pt() { local t0=$(date +%s.%N); $M run configs/polyelectrolyte.ini --device $1 --set sampler.replicas=$2 --set run.sweeps=$3 --set run.equilibration=0 --set "observable trajectory.every=$3" --set "observable pair_correlation.every=$3" --set "observable energy.every=$3" --output $w/pt --overwrite --quiet >/dev/null 2>$w/err || cat $w/err >&2; calc "$(date +%s.%N) - $t0"; }
-pt cuda 4096 20 >/dev/null   # warm-up, as above
-g1=$(pt cuda 4096 20); g2=$(pt cuda 4096 220)
-gpu=$(calc "4096 * 128 * 200 / ($g2 - $g1)")
-c1=$(pt cpu 16 20); c2=$(pt cpu 16 220)
-cpu=$(calc "16 * 128 * 200 / ($c2 - $c1)")
+# parallel tempering of the polyelectrolyte (66 + 66 particles); the CPU
+# on one core (one OpenMP thread, pinned)
+pt() { local t0=$(date +%s.%N); $2 $M run configs/polyelectrolyte.ini --device $1 --set sampler.replicas=$3 --set run.sweeps=$4 --set run.equilibration=0 --set "observable trajectory.every=$4" --set "observable pair_correlation.every=$4" --set "observable energy.every=$4" --set "observable polymer_shape.every=$4" --set "observable condensation.every=$4" --set sampler.threads=1 --output $w/pt --overwrite --quiet >/dev/null 2>$w/err || cat $w/err >&2; calc "$(date +%s.%N) - $t0"; }
+pt cuda "" 4096 20 >/dev/null   # warm-up, as above
+g1=$(pt cuda "" 4096 20); g2=$(pt cuda "" 4096 220)
+gpu=$(calc "4096 * 132 * 200 / ($g2 - $g1)")
+c1=$(pt cpu "taskset -c 0" 16 20); c2=$(pt cpu "taskset -c 0" 16 220)
+cpu=$(calc "16 * 132 * 200 / ($c2 - $c1)")
 printf "%-44s %12s %12.4g\n" "PT polyelectrolyte, 4096 replicas, GPU" "updates/s" "$gpu"
 printf "%-44s %12s %12.4g\n" "PT polyelectrolyte, 16 replicas, 1 CPU core" "updates/s" "$cpu"
 printf "%-44s %12s %12s %8.1f\n" "GPU / one core" "" "" "$(calc "$gpu / $cpu")"
