@@ -690,33 +690,39 @@ void metro__compose_free(metro_sim *sim)
 /* ---- the composed energy on the device: generated source ------------------------ */
 
 /* The condition under which term k of a composite adds its pair function
- * for particles a and b (and, for a pair-delta, a's old position o): both
- * of its species, and, for a short-ranged term, a partner nearer than its
- * r_c at a or o.  The squared distance here is rounded apart from the
- * term's own, so the gate is r_c^2 widened by 1e-5 relative (some hundred
- * float ulps): a partner it skips is beyond r_c for the term too, where
- * the term's pair energy is exactly 0.  Empty when the term always adds. */
+ * for particles a and b: both of its species.  In a run of pair-deltas
+ * (o: the moving particle's old position) a short-ranged term is also
+ * skipped unless b is within r_c of a or o along x, one subtraction the
+ * compiler shares with the long-ranged term's distance and a compare.  The
+ * slab is r_c widened by 1e-5 relative: beyond it the term's own squared
+ * distance (the same x difference, squared and added to non-negative
+ * terms, however rounded) is beyond its r_c^2, where its pair energy is
+ * exactly 0.  Empty when the term always adds. */
 static void pair_cond(char *c, size_t n, const metro__compose_desc *d, int k, const char *a, const char *o,
                       const char *b)
 {
     unsigned m = d->mask[k];
     int len = 0;
     c[0] = 0;
-    if ((m & d->all) != d->all) len = snprintf(c, n, "metro__in(%uu, %s) && metro__in(%uu, %s)", m, a, m, b);
-    if (d->range[k] > 0) {
-        const float g = (float)(d->range[k] * d->range[k] * (1.0 + 1e-5));
-        len += snprintf(c + len, n - (size_t)len, "%s(metro__d2(%s, %s) < %.9gf", len ? " && " : "", a, b, g);
-        if (o) len += snprintf(c + len, n - (size_t)len, " || metro__d2(%s, %s) < %.9gf", o, b, g);
-        snprintf(c + len, n - (size_t)len, ")");
+    if ((m & d->all) != d->all) len = snprintf(c, n, "metro__in(%uu, %s) && metro__in(%uu, %s)", m, b, m, a);
+    if (o && d->range[k] > 0) {
+        const float r = (float)(d->range[k] * (1.0 + 1e-5));
+        snprintf(c + len, n - (size_t)len, "%s(fabsf(%s.x - %s.x) < %.9gf || fabsf(%s.x - %s.x) < %.9gf)",
+                 len ? " && " : "", a, b, r, o, b, r);
     }
 }
 
-static void add_if(FILE *f, const char *cond, const char *target, const char *call)
+/* Per-pair functions (every sampler's, in loops where the partners differ
+ * between lanes): a select, no branch; runs (brush's loop, the partner the
+ * same in every lane): a branch, which whole warps skip. */
+static void add_if(FILE *f, const char *cond, const char *target, const char *call, int branch)
 {
-    if (*cond)
+    if (!*cond)
+        fprintf(f, "    %s += %s;\n", target, call);
+    else if (branch)
         fprintf(f, "    if (%s) %s += %s;\n", cond, target, call);
     else
-        fprintf(f, "    %s += %s;\n", target, call);
+        fprintf(f, "    %s += (%s) ? %s : 0.0f;\n", target, cond, call);
 }
 
 char *metro__compose_text(const metro__compose_desc *d)
@@ -743,8 +749,7 @@ char *metro__compose_text(const metro__compose_desc *d)
         fprintf(f, "extern \"C\" __device__ float %s__pair_delta_end(const void *, const metro_pd_sum *);\n", n);
     }
     fprintf(f, "static __device__ __forceinline__ bool metro__in(unsigned m, float4 a) { return (m >> (int)a.w) & 1u; }\n"
-               "static __device__ __forceinline__ float metro__d2(float4 a, float4 b) {\n"
-               "    float x = a.x - b.x, y = a.y - b.y, z = a.z - b.z; return x * x + y * y + z * z; }\n");
+               );
     /* a lone term is forwarded as it is (its own speed, its own bits);
      * composites gate their terms */
     const int lone = d->n == 1 && (d->mask[0] & d->all) == d->all;
@@ -772,8 +777,8 @@ char *metro__compose_text(const metro__compose_desc *d)
                 snprintf(cond, sizeof cond, (d->mask[k] & d->all) == d->all ? "" : "metro__in(%uu, a) && metro__in(%uu, b)",
                          d->mask[k], d->mask[k]);
             else
-                pair_cond(cond, sizeof cond, d, k, w == 3 ? "t" : "a", w == 3 ? "o" : NULL, "b");
-            add_if(f, cond, "e", call);
+                pair_cond(cond, sizeof cond, d, k, w == 3 ? "t" : "a", NULL, "b");
+            add_if(f, cond, "e", call, 0);
         }
         fprintf(f, "    return e;\n}\n");
     }
@@ -798,7 +803,7 @@ char *metro__compose_text(const metro__compose_desc *d)
             if (k == p || d->nopair[k]) continue;
             snprintf(call, sizeof call, "%s__pair_delta(%s, s->t, s->o, b)", d->name[k], P[k]);
             pair_cond(cond, sizeof cond, d, k, "s->t", "s->o", "b");
-            add_if(f, cond, "s->rest", call);
+            add_if(f, cond, "s->rest", call, 1);
         }
         fprintf(f, "}\nextern \"C\" __device__ float metro_pair_delta_end(const metro_pd_sum *s) {\n"
                    "    return %s__pair_delta_end(%s, s)%s;\n}\n", n, P[p], lone ? "" : " + s->rest");
