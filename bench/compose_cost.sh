@@ -55,24 +55,25 @@ bjerrum = 7.117
 plugin = brush
 step = 2530
 INI
-secs() { local t0=$(date +%s.%N); $M run "$1" --set run.sweeps=$2 --output $w/out --overwrite --quiet >/dev/null 2>$w/err || { cat $w/err >&2; echo nan; return; }; calc "$(date +%s.%N) - $t0"; }
+secs() { local t0=$(date +%s.%N); $M run "$1" --set run.sweeps=$2 ${COMPOSE_SET:-} --output $w/out --overwrite --quiet >/dev/null 2>$w/err || { cat $w/err >&2; echo nan; return; }; calc "$(date +%s.%N) - $t0"; }
 printf "%-44s %12s %12s %8s\n" "figure" "unit" "value" "ratio"
 for c in alone composed; do
   secs $w/$c.ini 1 >/dev/null   # warm-up: the first run of a composition compiles it (NVRTC) and fills the cache
   t1=$(secs $w/$c.ini 1); t4=$(secs $w/$c.ini 4)
   per=$(calc "($t4 - $t1) / 3")
   eval "per_$c=$per"
+  grep -hE "brush: .*groups" $w/out/log.txt | sed 's/^/    /' 
   printf "%-44s %12s %12.4f\n" "brush 2^20, $c: one cycle" "s" "$per"
 done
 printf "%-44s %12s %12s %8.3f   (goal <= 1.15)\n" "composed / alone" "" "" "$(calc "$per_composed / $per_alone")"
 # parallel tempering of the polyelectrolyte (66 + 66 particles); the CPU
 # on one core (one OpenMP thread, pinned)
-pt() { local t0=$(date +%s.%N); $2 $M run configs/polyelectrolyte.ini --device $1 --set sampler.replicas=$3 --set run.sweeps=$4 --set run.equilibration=0 --set "observable trajectory.every=$4" --set "observable pair_correlation.every=$4" --set "observable energy.every=$4" --set "observable polymer_shape.every=$4" --set "observable condensation.every=$4" --set sampler.threads=1 --output $w/pt --overwrite --quiet >/dev/null 2>$w/err || cat $w/err >&2; calc "$(date +%s.%N) - $t0"; }
+pt() { $2 $M run configs/polyelectrolyte.ini --device $1 --set sampler.replicas=$3 --set run.sweeps=$4 --set run.equilibration=0 --set "observable trajectory.every=$4" --set "observable pair_correlation.every=$4" --set "observable energy.every=$4" --set "observable polymer_shape.every=$4" --set "observable condensation.every=$4" --set sampler.threads=1 --output $w/pt --overwrite --quiet >/dev/null 2>$w/err || cat $w/err >&2
+  # moves/s of the production phase, from the log's "done:" line
+  sed -n 's/.*done:.* \([0-9.e+]*\) moves\/s.*/\1/p' $w/pt/log.txt; }
 pt cuda "" 4096 20 >/dev/null   # warm-up, as above
-g1=$(pt cuda "" 4096 20); g2=$(pt cuda "" 4096 220)
-gpu=$(calc "4096 * 132 * 200 / ($g2 - $g1)")
-c1=$(pt cpu "taskset -c 0" 16 20); c2=$(pt cpu "taskset -c 0" 16 220)
-cpu=$(calc "16 * 132 * 200 / ($c2 - $c1)")
+gpu=$(pt cuda "" 4096 2000)
+cpu=$(pt cpu "taskset -c 0" 16 200)
 printf "%-44s %12s %12.4g\n" "PT polyelectrolyte, 4096 replicas, GPU" "updates/s" "$gpu"
 printf "%-44s %12s %12.4g\n" "PT polyelectrolyte, 16 replicas, 1 CPU core" "updates/s" "$cpu"
 printf "%-44s %12s %12s %8.1f\n" "GPU / one core" "" "" "$(calc "$gpu / $cpu")"

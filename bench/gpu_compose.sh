@@ -1,31 +1,85 @@
 #!/usr/bin/env bash
-# GPU batch for issue 15 (composed potentials), through scripts/gpu.sh:
-# the GPU suites on this tree, the single-potential speed against the tree
-# before composition (old/, git archive 88a45b3, built beside) in the same
-# run, alternating, and the composition's own cost.  Logs under $OUT.
+# GPU batch for issue 15 (composed potentials), through scripts/gpu.sh, in
+# parts that each fit one device call (logs under $OUT):
+#   scripts/gpu.sh bash bench/gpu_compose.sh tests    every GPU suite;
+#       compute-sanitizer on the composed kernels and polymer_shape; the MPI
+#       build (machine's own OpenMPI) and test_mpi
+#   scripts/gpu.sh bash bench/gpu_compose.sh speed    single-potential speed
+#       against the tree before composition (old/: git archive 88a45b3,
+#       built beside) in the same run, alternating; composition's cost
+#       (bench/compose_cost.sh)
+#   scripts/gpu.sh bash bench/gpu_compose.sh physics  the two polyelectrolyte
+#       configs (monovalent, trivalent counterions) with 64 PT ladders; their
+#       results copied to $OUT/mono and $OUT/tri
 set -uo pipefail
 out=${OUT:-/tmp}
-( cd old && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETRO_FUZZ=OFF >$out/old_cmake.log 2>&1 &&
-  nice cmake --build build-gpu -j 8 >$out/old_build.log 2>&1; echo "old build rc=$?" > $out/old_rc.txt ) &
-(cd build-gpu && ctest --output-on-failure -j 3 -L gpu) > $out/ctest_gpu.txt 2>&1
-grep -E "tests passed|Failed|\*\*\*|dimer|skipped" $out/ctest_gpu.txt | head -30
-echo "== compute-sanitizer on the composed kernels (generated energy inlined into brush, PT, metropolis)"
-for tool in memcheck racecheck; do
-  CK_FORK=no timeout 240 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/bin/test_compose_gpu > $out/sanitizer_$tool.txt 2>&1
-  echo "$tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $out/sanitizer_$tool.txt | tail -1)"
-done
-wait
-cat $out/old_rc.txt
-export METRO_CACHE_DIR=/tmp/metro-cache
-echo "== single-potential speed: new (this tree) and old (88a45b3), alternating"
-for round in 1 2; do
+case "${1:-tests}" in
+tests)
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  ( cmake -S . -B build-gpu-mpi -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETRO_MPI=ON -DMETRO_FUZZ=OFF >$out/mpi_cmake.log 2>&1 &&
+    nice cmake --build build-gpu-mpi -j 6 >$out/mpi_build.log 2>&1; echo "mpi build rc=$?" >$out/mpi_rc.txt ) &
+  (cd build-gpu && timeout 330 ctest --output-on-failure -j 3 -L gpu) > $out/ctest_gpu.txt 2>&1
+  grep -E "tests passed|Failed|\*\*\*|dimer|skipped|Passed" $out/ctest_gpu.txt | head -30
+  echo "== compute-sanitizer (composed kernels: brush, PT, metropolis with the generated energy; polymer_shape)"
+  for tool in memcheck racecheck; do
+    for t in "test_compose_gpu cuda_equals_cpu" "test_polymer_shape_gpu"; do
+      set -- $t
+      CK_FORK=no CK_RUN_CASE=${2:-} timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/bin/$1 \
+        > $out/san_${tool}_$1.txt 2>&1
+      echo "$tool $1 ${2:-}: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $out/san_${tool}_$1.txt | tail -1)"
+    done
+  done
+  wait
+  cat $out/mpi_rc.txt
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  (cd build-gpu-mpi && timeout 120 ctest -R test_mpi --output-on-failure) 2>&1 | tail -6
+  ;;
+speed)
+  ( cd old && cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETRO_FUZZ=OFF >$out/old_cmake.log 2>&1 &&
+    nice cmake --build build-gpu -j 12 >$out/old_build.log 2>&1; echo "old build rc=$?" )
+  export METRO_CACHE_DIR=/tmp/metro-cache
+  echo "== single-potential speed: new (this tree) and old (88a45b3), alternating"
+  for round in 1 2; do
+    for t in new old; do
+      d=build-gpu; [ $t = old ] && d=old/build-gpu
+      echo "-- $t, round $round"
+      $d/bin/brush_scaling --sizes 1048576 --reps 3 --no-conventional --no-cpu 2>&1 | tail -4
+      $d/bin/pt_speedup --sizes 55 --no-cpu --max-replicas 16384 --repeats 3 2>&1 | tail -4
+    done
+  done 2>&1 | tee $out/speed.txt
+  echo "== composition's cost"
+  bash bench/compose_cost.sh build-gpu 2>&1 | tee $out/compose_cost.txt
+  ;;
+physics)
+  export METRO_CACHE_DIR=/tmp/metro-cache
+  w=/tmp/physics
+  for c in mono tri; do
+    ini=configs/polyelectrolyte.ini; [ $c = tri ] && ini=configs/polyelectrolyte_trivalent.ini
+    /usr/bin/time -f "$c: %e s" timeout 230 build-gpu/bin/metro run $ini --device cuda --set sampler.ladders=64 \
+      --set run.sweeps=${SWEEPS:-500000} --output $w/$c --overwrite --quiet 2>&1 | tail -2
+    grep -E "done:" $w/$c/log.txt
+  done
+  # the tables only (the device tool brings back a few files)
+  (cd $w && tar czf $out/physics.tgz */*.csv */config.ini */log.txt)
+  ;;
+esac
+# (appended) sass: instruction counts of the PT and brush kernels, this tree
+# against old/ (88a45b3), and of brush with a composite, from test_jit's
+# cubins (METRO_JIT_DUMP)
+if [ "${1:-}" = sass ]; then
+  ( cd old && { [ -f build-gpu/CMakeCache.txt ] || cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETRO_FUZZ=OFF >$out/old_cmake.log 2>&1; } &&
+    cmake --build build-gpu -j 16 --target test_jit >$out/old_build.log 2>&1; echo "old test_jit build rc=$?" )
   for t in new old; do
     d=build-gpu; [ $t = old ] && d=old/build-gpu
-    echo "-- $t, round $round"
-    $d/bin/brush_scaling --sizes 1048576 --reps 3 --no-conventional --no-cpu 2>&1 | tail -4
-    $d/bin/pt_speedup --sizes 55 --no-cpu --max-replicas 16384 --repeats 3 2>&1 | tail -4
+    mkdir -p $out/cubin_$t
+    (cd $d && METRO_JIT_DUMP=$out/cubin_$t CK_RUN_CASE=link ./bin/test_jit >/dev/null 2>&1)
   done
-done > $out/speed.txt 2>&1
-cat $out/speed.txt
-echo "== composition's cost"
-bash bench/compose_cost.sh build-gpu 2>&1 | tee $out/compose_cost.txt
+  for f in cubin_new/parallel_tempering_lj_fene cubin_old/parallel_tempering_lj_fene cubin_new/brush_coulomb_hs \
+           cubin_old/brush_coulomb_hs cubin_new/brush_composite; do
+    [ -f $out/$f.cubin ] || { echo "$f: none"; continue; }
+    cuobjdump -sass $out/$f.cubin > $out/$f.sass 2>&1
+    echo "== $f"
+    awk '/Function :/ { if (name) printf "  %-50s %6d instr\n", name, n; name = $3; n = 0 } /^ +\/\*[0-9a-f]+\*\// { n++ }
+         END { printf "  %-50s %6d instr\n", name, n }' $out/$f.sass | grep -E "sweeps_g8|brush_(cycle|batch_p1|group)|brush" | head -12
+  done
+fi

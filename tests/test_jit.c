@@ -115,6 +115,13 @@ START_TEST(composite_links_for_sm90)
         metro_error e = {0};
         ck_assert_msg(metro__jit_link(irs, 5, "sm_90", &cubin, &size, &e) == METRO_OK, "%s: %s", f.p[j]->d->name, e.msg);
         ck_assert_int_eq(memcmp(cubin, "\177ELF", 4), 0);
+        const char *dump = getenv("METRO_JIT_DUMP");
+        if (dump && *dump) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/%s_composite.cubin", dump, f.p[j]->d->name);
+            FILE *out = fopen(path, "wb");
+            ck_assert_msg(out && fwrite(cubin, 1, size, out) == size && fclose(out) == 0, "cannot write %s", path);
+        }
         free(cubin);
         ++links;
     }
