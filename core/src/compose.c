@@ -760,7 +760,11 @@ char *metro__compose_text(const metro__compose_desc *d)
     static const char *const fn[4] = {"pair_energy(float4 a, float4 b)", "bond_energy(float4 a, float4 b)",
                                       "external_energy(float4 a)", "pair_delta(float4 t, float4 o, float4 b)"};
     for (int w = 0; w < 4; ++w) {
-        fprintf(f, "extern \"C\" __device__ float metro_%s {\n    float e = 0.0f;\n", fn[w]);
+        /* the first term initialises the sum: "0.0f + x" is an FADD the
+         * compiler must keep (it turns -0 into +0), one more per pair in
+         * every sampler's loop */
+        fprintf(f, "extern \"C\" __device__ float metro_%s {\n    float e", fn[w]);
+        int first = 1;
         for (int k = 0; k < d->n; ++k) {
             const char *n = d->name[k];
             const int own_bond = w == 1 && k == d->bond;
@@ -780,9 +784,17 @@ char *metro__compose_text(const metro__compose_desc *d)
                          d->mask[k], d->mask[k]);
             else
                 pair_cond(cond, sizeof cond, d, k, w == 3 ? "t" : "a", NULL, "b");
-            add_if(f, cond, "e", call, 0);
+            if (first) {
+                if (*cond)
+                    fprintf(f, " = (%s) ? %s : 0.0f;\n", cond, call);
+                else
+                    fprintf(f, " = %s;\n", call);
+                first = 0;
+            } else {
+                add_if(f, cond, "e", call, 0);
+            }
         }
-        fprintf(f, "    return e;\n}\n");
+        fprintf(f, "%s    return e;\n}\n", first ? " = 0.0f;\n" : "");
     }
     /* runs of pair-deltas: a lone term's own form (one overlap test, a
      * factor out of the sum); a composite keeps the own form of its
