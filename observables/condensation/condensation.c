@@ -272,26 +272,10 @@ static int measure(void *vself, const metro_state *st)
     return 0;
 }
 
-/* Distinct temperatures of the slots, ascending T, into beta_k; slot t
- * gets its index in kidx[t].  Returns K.  (polymer_shape's rule: equal to
- * 1e-12 relative is one temperature.) */
+/* Distinct temperatures of the slots (metro/stats.h). */
 static int temperatures(const metro_state *st, double *beta_k, int *kidx)
 {
-    int K = 0;
-    for (int t = 0; t < st->replicas; ++t) {
-        int k;
-        for (k = 0; k < K; ++k)
-            if (fabs(beta_k[k] - st->beta[t]) <= 1e-12 * st->beta[t]) break;
-        if (k == K) beta_k[K++] = st->beta[t];
-    }
-    for (int i = 1; i < K; ++i)
-        for (int j = i; j > 0 && beta_k[j] > beta_k[j - 1]; --j) {
-            double x = beta_k[j]; beta_k[j] = beta_k[j - 1]; beta_k[j - 1] = x;
-        }
-    for (int t = 0; t < st->replicas; ++t)
-        for (int k = 0; k < K; ++k)
-            if (fabs(beta_k[k] - st->beta[t]) <= 1e-12 * st->beta[t]) kidx[t] = k;
-    return K;
+    return metro_temperatures(st->beta, st->replicas, beta_k, kidx);
 }
 
 static FILE *out(cd *self, const char *name)

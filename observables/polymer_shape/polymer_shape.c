@@ -377,27 +377,10 @@ static int measure(void *vself, const metro_state *st)
 
 /* ---- per-temperature results ------------------------------------------ */
 
-/* Distinct temperatures of the slots, in ascending T (descending beta)
- * into beta_k; slot t gets its index in kidx[t].  Returns K. */
+/* Distinct temperatures of the slots (metro/stats.h). */
 static int temperatures(const metro_state *st, double *beta_k, int *kidx)
 {
-    int K = 0;
-    for (int t = 0; t < st->replicas; ++t) {
-        int k;
-        for (k = 0; k < K; ++k)
-            if (fabs(beta_k[k] - st->beta[t]) <= 1e-12 * st->beta[t]) break;
-        if (k == K) beta_k[K++] = st->beta[t];
-        kidx[t] = k;
-    }
-    /* sort by ascending T (descending beta), remap */
-    for (int i = 1; i < K; ++i)
-        for (int j = i; j > 0 && beta_k[j] > beta_k[j - 1]; --j) {
-            double x = beta_k[j]; beta_k[j] = beta_k[j - 1]; beta_k[j - 1] = x;
-        }
-    for (int t = 0; t < st->replicas; ++t)
-        for (int k = 0; k < K; ++k)
-            if (fabs(beta_k[k] - st->beta[t]) <= 1e-12 * st->beta[t]) kidx[t] = k;
-    return K;
+    return metro_temperatures(st->beta, st->replicas, beta_k, kidx);
 }
 
 static int write_thermo(ps *self, const metro_state *st, const double *beta_k, const int *kidx, int K)

@@ -71,6 +71,32 @@ static inline void metro_series_free(metro_series *s)
 /* ---- moments ------------------------------------------------------------ */
 
 /* Returns the mean of x[0..n-1]; NAN when n == 0. */
+/* The distinct temperatures of `slots` slots at inverse temperatures
+ * beta[0..slots-1], in ascending T (descending beta), into beta_k; slot t
+ * gets its index in kidx[t].  Returns K.  Betas equal to 1e-12 relative
+ * are one temperature (the slots of one temperature in several parallel
+ * tempering ladders are pooled by the observables). */
+static inline int metro_temperatures(const double *beta, int slots, double *beta_k, int *kidx)
+{
+    int K = 0;
+    for (int t = 0; t < slots; ++t) {
+        int k;
+        for (k = 0; k < K; ++k)
+            if (fabs(beta_k[k] - beta[t]) <= 1e-12 * beta[t]) break;
+        if (k == K) beta_k[K++] = beta[t];
+    }
+    for (int i = 1; i < K; ++i)
+        for (int j = i; j > 0 && beta_k[j] > beta_k[j - 1]; --j) {
+            double x = beta_k[j];
+            beta_k[j] = beta_k[j - 1];
+            beta_k[j - 1] = x;
+        }
+    for (int t = 0; t < slots; ++t)
+        for (int k = 0; k < K; ++k)
+            if (fabs(beta_k[k] - beta[t]) <= 1e-12 * beta[t]) kidx[t] = k;
+    return K;
+}
+
 static inline double metro_mean(const double *x, size_t n)
 {
     if (n == 0) return NAN;
