@@ -20,15 +20,11 @@ tests)
     nice cmake --build build-gpu-mpi -j 6 >$out/mpi_build.log 2>&1; echo "mpi build rc=$?" >$out/mpi_rc.txt ) &
   (cd build-gpu && timeout 330 ctest --output-on-failure -j 3 -L gpu) > $out/ctest_gpu.txt 2>&1
   grep -E "tests passed|Failed|\*\*\*|dimer|skipped|Passed" $out/ctest_gpu.txt | head -30
-  echo "== compute-sanitizer (composed kernels: brush, PT, metropolis with the generated energy; polymer_shape)"
-  for tool in memcheck racecheck; do
-    for t in "test_compose_gpu cuda_equals_cpu" "test_polymer_shape_gpu"; do
-      set -- $t
-      CK_FORK=no CK_RUN_CASE=${2:-} timeout 100 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/bin/$1 \
-        > $out/san_${tool}_$1.txt 2>&1
-      echo "$tool $1 ${2:-}: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $out/san_${tool}_$1.txt | tail -1)"
-    done
-  done
+  echo "== compute-sanitizer: the composed kernels (bench/sanitize_compose.sh) and polymer_shape's"
+  bash bench/sanitize_compose.sh
+  CK_FORK=no timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 build-gpu/bin/test_polymer_shape_gpu \
+    > $out/san_polymer_shape.txt 2>&1
+  echo "memcheck test_polymer_shape_gpu: rc=$? $(grep 'ERROR SUMMARY' $out/san_polymer_shape.txt)"
   wait
   cat $out/mpi_rc.txt
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
