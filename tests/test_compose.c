@@ -29,18 +29,7 @@
 #ifndef COMPOSE_GPU
 static void refused(const char *ini, const char *want)
 {
-    metro_options opt = {0};
-    opt.config_text = ini;
-    opt.config_path = "compose.ini";
-    opt.device = "cpu";
-    opt.output = "";
-    opt.quiet = 1;
-    metro_sim *sim = NULL;
-    metro_error err = {0};
-    int rc = metro_sim_create(&opt, &sim, &err);
-    if (rc == METRO_OK) metro_sim_destroy(sim);
-    ck_assert_msg(rc != METRO_OK, "accepted: %s", ini);
-    ck_assert_msg(strstr(err.msg, want) != NULL, "message: %s\n(wanted %s)", err.msg, want);
+    metro_test_refused(ini, "compose.ini", want);
 }
 
 #define RUN "[run]\nseed = 3\nsweeps = 10\n\n"

@@ -31,6 +31,22 @@ const char *metro_test_run_dir(void)
     return run_dir;
 }
 
+void metro_test_refused(const char *ini_text, const char *path, const char *want)
+{
+    metro_options opt = {0};
+    opt.config_text = ini_text;
+    opt.config_path = path;
+    opt.device = "cpu";
+    opt.output = "";
+    opt.quiet = 1;
+    metro_sim *sim = NULL;
+    metro_error err = {0};
+    int rc = metro_sim_create(&opt, &sim, &err);
+    if (rc == METRO_OK) metro_sim_destroy(sim);
+    ck_assert_msg(rc != METRO_OK, "accepted: %s", ini_text);
+    ck_assert_msg(strstr(err.msg, want) != NULL, "message: %s\n(wanted %s)", err.msg, want);
+}
+
 metro_sim *metro_test_sim(const char *ini_text, const char *device, const char *const *sets,
                           int nsets)
 {

@@ -27,6 +27,10 @@ int metro_test_have_gpu(void);
 metro_sim *metro_test_sim(const char *ini_text, const char *device, const char *const *sets,
                           int nsets);
 
+/* Fails the current test unless the core refuses INI text (read as file
+ * `path`, which may be NULL) on the CPU with a message containing `want`. */
+void metro_test_refused(const char *ini_text, const char *path, const char *want);
+
 /* The run directory metro_test_sim made for its last simulation. */
 const char *metro_test_run_dir(void);
 
