@@ -48,6 +48,8 @@ function(metro_device_ir target symbol)
   add_custom_command(OUTPUT ${fatbin}
     COMMAND ${CUDAToolkit_NVCC_EXECUTABLE} -arch=lto_${METRO_LTO_ARCH} -rdc=true -fatbin
             -std=c++17 ${METRO_NVCC_FLAGS} -DMETRO_TERM_NAME=${target} -I${METRO_INCLUDE_DIR} -I${CMAKE_CURRENT_SOURCE_DIR}
+            # the host code's include folders too (target_include_directories)
+            "$<$<BOOL:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>>:-I$<JOIN:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>,;-I>>"
             -o ${fatbin} ${abs}
     DEPENDS ${abs} ${hdrs}
     COMMENT "LTO-IR for ${target}"

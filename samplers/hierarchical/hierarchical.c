@@ -25,8 +25,12 @@
  * Bjerrum length, species with charges and diameters and a spherical cell
  * (metro_setup), has no bonds, and whose device parameter block is
  * coulomb_hs_params with those values (coulomb_hs itself): the pair energy
- * must be λ_B z_a z_b / r with hard cores, which the bounds assume.  CPU
- * backend only for now (the GPU version is a later issue).
+ * must be λ_B z_a z_b / r with hard cores, which the bounds assume.
+ *
+ * On CUDA (hier_gpu.c, hierarchical.cu; DESIGN.md "The GPU path") the same
+ * decisions come from batches of `batch` trials enclosed in parallel and
+ * decided in order; an undecided move goes straight to the exact pass (the
+ * refinement stages, `refine`, `tolerance` and `threads` are the CPU's).
  *
  * Parameters:
  *   step = 0       D, the side of the trial cube (brush's meaning; 0 = 2R/3)
@@ -79,6 +83,7 @@
 #include "brush.h"
 #include "coulomb_hs.h"
 #include "hier_tree.h"
+#include "hier_gpu_host.h"
 #include "brush_cycles.h" /* brush's history and uniform pool: the same stream, consumed alike */
 
 #define HIER_MAX_STAGES 8
@@ -113,6 +118,11 @@ typedef struct hier {
      * rejections count at stage 0), by the reference, all moves */
     long long stage[HIER_MAX_STAGES], exact, fallback, wall, overlap, moves;
     long long cells, direct;
+    /* CUDA: the device path (hier_gpu.c), its batch, and whether the tree
+     * must be built from the positions before the next cycle */
+    hier_gpu *gpu;
+    int batch, gpu_dirty;
+    hier_gpu_stats gstats;
     double t_rebuild, t_moves; /* seconds spent rebuilding the tree and moving */
     double c_rebuild, c_moves; /* the same in CPU time of the process */
 } hier;
@@ -155,6 +165,8 @@ static const metro_param_decl params[] = {
      "particles that try a move per cycle, from index 0 (0: all); partial cycles are for timing"},
     {"threads", METRO_PARAM_INT, "1", 0, 4096, NULL, "",
      "OpenMP threads for the two enclosures of a move (0: all cores; more than 1 pays only on idle cores)"},
+    {"batch", METRO_PARAM_INT, "1024", 32, HG_MAX_BATCH, NULL, "",
+     "CUDA: trials enclosed in parallel and then decided in order by one block (their mutual terms exact)"},
     {"bound_scale", METRO_PARAM_REAL, "1", 0, 1e6, NULL, "",
      "factor on the rigorous error bound (1); below 1 decisions may differ from the reference: tests only"},
     METRO_PARAM_END};
@@ -162,9 +174,10 @@ static const metro_param_decl params[] = {
 static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *p, metro_setup *setup,
                   void **self)
 {
-    if (setup->backend == METRO_BACKEND_CUDA)
-        return host->fail(ctx, "hierarchical: the GPU version of this sampler is not there yet; run it with "
-                               "device = cpu, or use sampler brush on CUDA (the same chain)");
+    if (setup->backend == METRO_BACKEND_CUDA &&
+        (host->param_real(p, "tolerance") > 0 || host->param_real(p, "tolerance_refine") > 0))
+        return host->fail(ctx, "hierarchical: tolerance and tolerance_refine are for device = cpu; on CUDA every far "
+                               "cell takes `order` (leave them 0)");
     double lb = 0, R = 0;
     int has_lb = host->fact(ctx, "bjerrum", &lb), has_r = host->fact(ctx, "cell_radius", &R);
     if (setup->terms != 1 || !has_lb || !(lb > 0) || setup->species < 1 || !has_r || !(R > 0) ||
@@ -192,6 +205,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     b->trials = host->param_int(p, "trials");
     b->threads = (int)host->param_int(p, "threads");
     b->bound_scale = host->param_real(p, "bound_scale");
+    b->batch = (int)host->param_int(p, "batch");
     b->cell_radius = R;
     b->bjerrum = lb;
     b->nspecies = setup->species;
@@ -218,6 +232,7 @@ static void destroy(void *self)
     hier *b = self;
     if (!b) return;
     if (b->have_tree) hier_tree_free(&b->tree);
+    hier_gpu_free(b->gpu);
     brush_cycles_free(&b->cyc);
     free(b);
 }
@@ -262,7 +277,20 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
     /* the cube around the cell, a little wider so no centre sits on its
      * faces */
     const double Rt = b->cell_radius * (1.0 + 1e-6);
-    if (hier_tree_init(&b->tree, st->pos, b->n, &b->prm, b->order_hi, b->order, leaf_level(b->n, b->leaf), Rt)) {
+    const int L = leaf_level(b->n, b->leaf);
+    if (st->backend == METRO_BACKEND_CUDA) {
+        const hier_gpu_cfg cfg = {.prm = b->prm, .pot = pot, .pot_self = pot_self, .L = L, .order = b->order,
+                                  .order_hi = b->order_hi, .direct_max = b->direct_max, .batch = b->batch, .Rt = Rt,
+                                  .theta = b->theta, .dcut = b->dmax * 1.001 + 1e-6, .bound_scale = b->bound_scale,
+                                  .step = b->step};
+        if (hier_gpu_create(b->host, b->ctx, &cfg, st, &b->gpu)) return -1;
+        b->gpu_dirty = 1;
+        b->host->log(b->ctx, METRO_LOG_INFO,
+                     "hierarchical: %d levels (leaves of %.3g Å), order %d, theta %g, batches of %d; CUDA", L,
+                     2.0 * Rt / (double)(1 << L), b->order, b->theta, b->batch);
+        return 0;
+    }
+    if (hier_tree_init(&b->tree, st->pos, b->n, &b->prm, b->order_hi, b->order, L, Rt)) {
         hier_tree_free(&b->tree);
         return b->host->fail(b->ctx, "hierarchical: out of memory for the tree");
     }
@@ -316,9 +344,46 @@ static void enclose(hier *b, metro_float4 t, metro_float4 o, int i, double theta
     else memset(ro, 0, sizeof *ro);
 }
 
+/* CUDA: a cycle's uniforms as brush's CUDA path takes them (those a CPU
+ * checkpoint left drawn ahead first), then the cycle on the device. */
+static int advance_cuda(hier *b, metro_state *st, long sweeps)
+{
+    const size_t per = (size_t)b->n * BRUSH_UNIFORMS_PER_PARTICLE;
+    const int trials = b->trials ? (int)b->trials : b->n;
+    if (b->gpu_dirty) {
+        const double t0 = seconds_now();
+        if (hier_gpu_rebuild(b->gpu)) return -1;
+        b->t_rebuild += seconds_now() - t0;
+        b->gpu_dirty = 0;
+    }
+    for (long s = 0; s < sweeps; ++s) {
+        float *dst = (float *)hier_gpu_uniforms(b->gpu);
+        if (b->cyc.pool_n - b->cyc.pool_pos >= per) {
+            if (b->host->cuda(b->ctx, cudaMemcpyAsync(dst, b->cyc.pool + b->cyc.pool_pos, per * sizeof(float),
+                                                      cudaMemcpyHostToDevice, hier_gpu_stream(b->gpu)),
+                              "hierarchical: uploading uniforms"))
+                return -1;
+            b->cyc.pool_pos += per;
+        } else if (b->host->uniform(b->ctx, dst, per)) {
+            return -1;
+        }
+        const double t0 = seconds_now();
+        long long acc = 0;
+        if (hier_gpu_cycle(b->gpu, st, trials, &b->gstats, &acc)) return -1;
+        b->t_moves += seconds_now() - t0;
+        b->moves += trials;
+        st->accepted[0] += acc;
+        st->attempted[0] += trials;
+        b->cycles++;
+        if (brush_cycles_push(&b->cyc, acc)) return -1;
+    }
+    return 0;
+}
+
 static int advance(void *self, metro_state *st, long sweeps)
 {
     hier *b = self;
+    if (st->backend == METRO_BACKEND_CUDA) return advance_cuda(b, st, sweeps);
     const int n = b->n;
     const int trials = b->trials ? (int)b->trials : n;
     metro_float4 *pos = st->pos;
@@ -441,15 +506,27 @@ static int advance(void *self, metro_state *st, long sweeps)
 
 static int sync_state(void *self, metro_state *st)
 {
-    (void)self;
-    (void)st;
-    return 0;
+    hier *b = self;
+    if (st->backend != METRO_BACKEND_CUDA || !b->gpu) return 0;
+    return b->host->cuda(b->ctx, cudaMemcpy(st->pos, st->d_pos, (size_t)b->n * sizeof(metro_float4), cudaMemcpyDeviceToHost),
+                         "hierarchical: copying positions") ||
+           b->host->cuda(b->ctx, cudaMemcpy(st->energy, st->d_energy, sizeof(double), cudaMemcpyDeviceToHost),
+                         "hierarchical: copying the energy");
 }
 
 static int finish(void *self, metro_state *st)
 {
     hier *b = self;
-    if (brush_cycles_write(&b->cyc, b->cycles, b->trials ? b->trials : b->n)) return -1;
+    if (sync_state(b, st) || brush_cycles_write(&b->cyc, b->cycles, b->trials ? b->trials : b->n)) return -1;
+    if (b->gpu) {
+        b->host->log(b->ctx, METRO_LOG_INFO,
+                     "hierarchical: %lld cycles, acceptance %.4f; moves %lld: enclosure %lld, exact %lld (speculative %lld, "
+                     "after a stop %lld), reference %lld; %.6g s building the tree, %.6g s moving (CUDA)",
+                     b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, b->moves,
+                     b->gstats.enclosure, b->gstats.speculative + b->gstats.exact, b->gstats.speculative,
+                     b->gstats.exact, b->gstats.fallback, b->t_rebuild, b->t_moves);
+        return 0;
+    }
     const double m = b->moves ? (double)b->moves : 1.0;
     b->host->log(b->ctx, METRO_LOG_INFO,
                  "hierarchical: %lld cycles, acceptance %.4f; moves %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
@@ -472,6 +549,7 @@ static int save(void *self)
 static int restore(void *self, const void *data, size_t size)
 {
     hier *b = self;
+    b->gpu_dirty = 1; /* the positions may have changed under the tree */
     return brush_cycles_restore(&b->cyc, HIER_MAGIC, data, size, &b->cycles);
 }
 

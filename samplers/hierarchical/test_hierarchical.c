@@ -12,8 +12,8 @@
  *   broken bound    with bound_scale = 0 (no error bound) the dense chain
  *                   departs from the reference: the comparison can fail;
  *   two ions        PHYSICS.md §2's exact check;
- *   refusals        a potential it cannot serve, bad parameters, the CUDA
- *                   backend (not there yet);
+ *   refusals        a potential it cannot serve, bad parameters, a
+ *                   tolerance on CUDA (every far cell takes `order` there);
  *   resume          a run stopped and resumed through the CLI ends as the
  *                   straight run, checkpoint for checkpoint. */
 #include <dlfcn.h>
@@ -385,7 +385,15 @@ static int record_fail(metro_ctx *ctx, const char *fmt, ...)
     return -1;
 }
 
-START_TEST(refuses_cuda)
+/* Parameters for refuses_cuda_tolerance: tolerance = 1e-4, the rest 0 */
+static double fake_real(const metro_params *p, const char *name)
+{
+    (void)p;
+    return strcmp(name, "tolerance") == 0 ? 1e-4 : 0.0;
+}
+
+/* On CUDA every far cell takes `order`: a tolerance is refused, by name. */
+START_TEST(refuses_cuda_tolerance)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/lib/metro/plugins/hierarchical.so", METRO_TEST_BINARY_DIR);
@@ -400,6 +408,7 @@ START_TEST(refuses_cuda)
     memset(&host, 0, sizeof host);
     host.version = METRO_ABI_VERSION;
     host.fail = record_fail;
+    host.param_real = fake_real;
     metro_setup setup;
     memset(&setup, 0, sizeof setup);
     setup.particles = 100;
@@ -409,7 +418,8 @@ START_TEST(refuses_cuda)
     setup.terms = 1;
     void *self = NULL;
     ck_assert_int_ne(api->create(&host, NULL, NULL, &setup, &self), 0);
-    ck_assert_msg(strstr(cuda_msg, "GPU version") != NULL, "message: %s", cuda_msg);
+    ck_assert_msg(strstr(cuda_msg, "tolerance") != NULL && strstr(cuda_msg, "device = cpu") != NULL, "message: %s",
+                  cuda_msg);
     dlclose(h);
 }
 END_TEST
@@ -498,7 +508,7 @@ int main(void)
     tcase_set_timeout(tc, 1800);
     add(tc, "same_chain_dilute_65536", same_chain_dilute_65536);
     (void)enclosure, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
-    (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda;
+    (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda_tolerance;
     (void)resume_is_exact;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
@@ -515,7 +525,7 @@ int main(void)
     add(tc, "broken_bound_is_caught", broken_bound_is_caught);
     add(tc, "two_ions", two_ions);
     add(tc, "refusals", refusals);
-    add(tc, "refuses_cuda", refuses_cuda);
+    add(tc, "refuses_cuda_tolerance", refuses_cuda_tolerance);
     add(tc, "resume_is_exact", resume_is_exact);
     (void)same_chain_dilute_65536;
     suite_add_tcase(s, tc);

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# GPU batch for issue 13 (the hierarchical sampler on CUDA), through
+# scripts/gpu.sh (logs under $OUT):
+#   scripts/gpu.sh bash bench/gpu_hier.sh tests   test_hierarchical_gpu and
+#       compute-sanitizer (memcheck, racecheck) on the new kernels
+#   scripts/gpu.sh bash bench/gpu_hier.sh sanitize  compute-sanitizer
+#       memcheck and racecheck over a run of the new kernels
+#   scripts/gpu.sh bash bench/gpu_hier.sh time N...  logs of both samplers
+#   scripts/gpu.sh bash bench/gpu_hier.sh table N...  the issue's table:
+#       seconds per cycle of brush and hierarchical in the same run (the
+#       samplers' own sampling time, "done: ... in T s", over SWEEPS
+#       cycles, default 2; brush takes BRUSH_SWEEPS, default 1, above 2^20),
+#       the fraction of moves the enclosure alone decided, the ratio
+set -uo pipefail
+out=${OUT:-/tmp}
+export METRO_CACHE_DIR=/tmp/metro-cache
+ini() { # N SAMPLER SWEEPS EXTRA
+  cat <<INI
+[run]
+seed = 2
+equilibration = 0
+sweeps = $3
+check_every = 1000000   ; the O(N^2) drift check once, at the end: not in "done: ... in T s"
+device = cuda
+[system]
+particles = $1
+[potential]
+plugin = coulomb_hs
+valences = 3, -1
+diameters = 7.5
+concentration = 0.0019008922
+bjerrum = 7.117
+[sampler]
+plugin = $2
+$4
+INI
+}
+case "${1:-tests}" in
+tests)
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  timeout ${TEST_TIMEOUT:-420} build-gpu/bin/test_hierarchical_gpu > $out/test_hier_gpu.txt 2>&1
+  echo "test_hierarchical_gpu rc=$?"
+  grep -vE "^\s*$" $out/test_hier_gpu.txt | tail -30
+  ;;
+sanitize)
+  ini 4096 hierarchical 2 "batch = 256" > /tmp/san.ini
+  for tool in memcheck racecheck; do
+    timeout 250 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/bin/metro run /tmp/san.ini \
+      --output /tmp/san_$tool --overwrite --quiet > $out/san_$tool.txt 2>&1
+    echo "$tool: rc=$? $(grep 'ERROR SUMMARY' $out/san_$tool.txt)"
+  done
+  ;;
+time)
+  shift
+  for n in "$@"; do
+    for s in hierarchical brush; do
+      ini $n $s ${SWEEPS:-2} "${EXTRA:-}" > /tmp/t_$s.ini
+      /usr/bin/time -f "  wall %e s" timeout 500 build-gpu/bin/metro run /tmp/t_$s.ini --output /tmp/t_$s --overwrite --quiet 2>&1 | tail -2
+      echo "N=$n $s: $(grep -E 'hierarchical: [0-9]+ cycles|brush: [0-9]+ cycles|done' /tmp/t_$s/log.txt | tr '\n' ' ')"
+    done
+  done
+  ;;
+table)
+  shift
+  echo "| N | brush s/cycle | hierarchical s/cycle | brush / hierarchical | decided by the enclosure | exact (speculative, after a stop) | reference |"
+  echo "|---|---|---|---|---|---|---|"
+  for n in "$@"; do
+    sw=${SWEEPS:-2}; bsw=$sw; [ $n -gt 1048576 ] && bsw=${BRUSH_SWEEPS:-1}
+    ini $n hierarchical $sw "${EXTRA:-}" > /tmp/t_h.ini
+    rm -rf /tmp/t_h /tmp/t_b
+    timeout 560 build-gpu/bin/metro run /tmp/t_h.ini --output /tmp/t_h --overwrite --quiet > $out/run_h_$n.txt 2>&1
+    ini $n brush $bsw "" > /tmp/t_b.ini
+    [ "${NO_BRUSH:-0}" = 1 ] || timeout 560 build-gpu/bin/metro run /tmp/t_b.ini --output /tmp/t_b --overwrite --quiet > /dev/null 2>&1
+    cp /tmp/t_h/log.txt $out/log_h_$n.txt 2>/dev/null; cp /tmp/t_b/log.txt $out/log_b_$n.txt 2>/dev/null
+    grep -qsE 'done:' /tmp/t_h/log.txt || { echo "| $n | hierarchical failed: $(tail -3 $out/run_h_$n.txt | tr '\n' ' ') |"; continue; }
+    th=$(grep -oE 'done: [0-9]+ sweeps in [0-9.e+-]+ s' /tmp/t_h/log.txt | awk -v s=$sw '{print $5/s}')
+    tb=$(grep -osE 'done: [0-9]+ sweeps in [0-9.e+-]+ s' /tmp/t_b/log.txt | awk -v s=$bsw '{print $5/s}')
+    [ -n "$tb" ] || tb=nan
+    line=$(grep -E 'hierarchical: [0-9]+ cycles' /tmp/t_h/log.txt)
+    mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
+    ex=$(echo "$line" | sed -E 's/.*exact ([0-9]+) \(speculative ([0-9]+), after a stop ([0-9]+)\).*/\1 (\2, \3)/')
+    rf=$(echo "$line" | sed -E 's/.*reference ([0-9]+).*/\1/')
+    echo "| $n | $tb | $th | $(awk -v a=$tb -v b=$th 'BEGIN{printf "%.2f", a/b}') | $(awk -v a=$en -v b=$mv 'BEGIN{printf "%.4f", a/b}') | $ex | $rf |"
+  done
+  ;;
+esac

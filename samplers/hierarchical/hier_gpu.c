@@ -1,0 +1,424 @@
+/* hier_gpu.c — the host side of the hierarchical sampler's CUDA path
+ * (hier_gpu.h has the plan, hierarchical.cu the kernels): memory, the
+ * tree's build, and a cycle as batches of launches.  Every CUDA call goes
+ * through host->cuda (the one error path). */
+#include "hier_gpu_host.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "brush.h"
+
+#define HG_N_KERNELS 17
+static const char *const kernel_names[HG_N_KERNELS] = {
+    "hg_mom",   "hg_norms", "hg_leaf_count", "hg_leaf_scan", "hg_leaf_fill", "hg_leaf_sort",    "hg_leaf_move",
+    "hg_enclose", "hg_trials", "hg_tri",     "hg_prep",      "hg_chain",     "hg_exact",        "hg_exact_decide",
+    "hg_spec_list", "hg_spec", "hg_spec_final"};
+enum { K_MOM, K_NORMS, K_COUNT, K_SCAN, K_FILL, K_SORT, K_MOVE, K_ENCLOSE, K_TRIALS, K_TRI, K_PREP, K_CHAIN, K_EXACT,
+       K_DECIDE, K_SLIST, K_SPEC, K_SFINAL };
+
+struct hier_gpu {
+    const metro_host_api *host;
+    metro_ctx *ctx;
+    hier_gpu_cfg cfg;
+    cudaStream_t s;
+    void *k[HG_N_KERNELS];
+    hg_args a;
+    int nleaves;
+    long long ncells;
+    hg_status *h_status; /* pinned */
+    float4 *d_rnd;
+    void *allocs[64];
+    int nallocs;
+    /* METRO_HIER_PROFILE=1: CUDA events around a batch's phases (walks
+     * and mates' terms, decisions, tree update), summed per run */
+    int profile;
+    cudaEvent_t ev[4];
+    double phase[3];
+};
+
+static int cu(hier_gpu *g, int status, const char *what)
+{
+    return g->host->cuda(g->ctx, status, "hierarchical: %s", what);
+}
+
+static void *dalloc(hier_gpu *g, size_t bytes, int *bad)
+{
+    void *p = NULL;
+    if (*bad) return NULL;
+    if (bytes == 0) bytes = 16;
+    if (g->host->cuda(g->ctx, cudaMalloc(&p, bytes), "cudaMalloc of %zu bytes for the hierarchical tree", bytes)) {
+        *bad = 1;
+        return NULL;
+    }
+    g->allocs[g->nallocs++] = p;
+    return p;
+}
+
+void hier_gpu_free(hier_gpu *g)
+{
+    if (!g) return;
+    for (int i = 0; i < g->nallocs; ++i) cudaFree(g->allocs[i]);
+    if (g->h_status) cudaFreeHost(g->h_status);
+    for (int i = 0; g->profile && i < 4; ++i) cudaEventDestroy(g->ev[i]);
+    free(g);
+}
+
+static int launch(hier_gpu *g, int which, long long threads, int block, void **args)
+{
+    if (threads <= 0) return 0;
+    const long long blocks = (threads + block - 1) / block;
+    dim3 grid = {(unsigned)blocks, 1, 1}, blk = {(unsigned)block, 1, 1};
+    return g->host->cuda(g->ctx, cudaLaunchKernel((const void *)g->k[which], grid, blk, args, 0, g->s),
+                         "hierarchical: launching %s (%lld threads)", kernel_names[which], threads);
+}
+
+static int run1(hier_gpu *g, int which, long long threads, int block)
+{
+    void *args[1] = {&g->a};
+    return launch(g, which, threads, block, args);
+}
+
+static int run2(hier_gpu *g, int which, long long threads, int block, int x)
+{
+    void *args[2] = {&g->a, &x};
+    return launch(g, which, threads, block, args);
+}
+
+/* The factors of the recurrences (hier_tree.c, build_tables) and the units
+ * of the fixed point: a per-level value v is kept as round(v 2^FIX / unit),
+ * unit = |z| rho^n for a degree-n quantity, the moments also divided by
+ * sqrt((n-m)! (n+m)!) (the size of a source's R_n^m at most), so every
+ * stored integer is at most Σ|z| 2^FIX in size (HG_FIX_BITS). */
+static void tables(const hier_gpu *g, double *tab, double *unit)
+{
+    const int pm = g->a.pm;
+    double fact[2 * HIER_MAX_DEG + 2];
+    fact[0] = 1.0;
+    for (int k = 1; k < 2 * HIER_MAX_DEG + 2; ++k) fact[k] = fact[k - 1] * (double)k;
+    memset(tab, 0, HG_T_SIZE * sizeof *tab);
+    for (int n = 0; n <= pm; ++n) {
+        tab[HG_T_IC1 + n] = 2.0 * n - 1.0;
+        for (int m = 0; m <= n; ++m) {
+            const double den = (double)((n - m) * (n + m));
+            tab[HG_T_RC1 + n * HG_TD + m] = n > m ? (2.0 * n - 1.0) / den : 0.0;
+            tab[HG_T_RC2 + n * HG_TD + m] = n > m ? 1.0 / den : 0.0;
+            tab[HG_T_IC2 + n * HG_TD + m] = (double)((n + m - 1) * (n - m - 1));
+            tab[HG_T_GW + n * HG_TD + m] = fact[n - m] * fact[n + m] * (m ? 2.0 : 1.0);
+        }
+    }
+    const int fs = g->a.fstride;
+    for (int l = 0; l < (g->a.L > 1 ? g->a.L : 1); ++l) {
+        double *sc = unit + (size_t)l * 2 * fs, *inv = sc + fs;
+        const double rho = g->a.rho[l];
+        for (int i = 0; i < fs; ++i) {
+            double un;
+            if (i == 0) un = 1.0;
+            else if (i < 4) un = rho;
+            else if (i < 5 + pm) un = pow(rho, (double)(i - 3));
+            else {
+                const int k = i - (5 + pm);
+                int n = 0;
+                while ((n + 1) * (n + 1) <= k) ++n;
+                const int m = k == n * n ? 0 : (k - n * n + 1) / 2;
+                un = pow(rho, (double)n) / sqrt(fact[n - m] * fact[n + m]);
+            }
+            sc[i] = ldexp(1.0, HG_FIX_BITS) / un;
+            inv[i] = ldexp(un, -HG_FIX_BITS);
+        }
+    }
+}
+
+/* Leaves packed afresh from the positions: counts, places (cap = count +
+ * count/2 + 8), particles in, each leaf sorted by index. */
+static int repack(hier_gpu *g, int mode)
+{
+    return cu(g, cudaMemsetAsync(g->a.fill, 0, (size_t)g->nleaves * sizeof(int), g->s), "clearing leaf counts") ||
+           run2(g, K_COUNT, g->a.n, 256, mode) || run2(g, K_SCAN, 1024, 1024, g->nleaves) ||
+           run1(g, K_FILL, g->a.n, 256) || run2(g, K_SORT, g->nleaves, 128, g->nleaves);
+}
+
+int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_cfg *cfg, metro_state *st,
+                    hier_gpu **out)
+{
+    *out = NULL;
+    hier_gpu *g = calloc(1, sizeof *g);
+    if (!g) return host->fail(ctx, "out of memory");
+    g->host = host;
+    g->ctx = ctx;
+    g->cfg = *cfg;
+    g->s = (cudaStream_t)host->stream(ctx);
+    const char *pe = getenv("METRO_HIER_PROFILE");
+    g->profile = pe && *pe && strcmp(pe, "0");
+    for (int i = 0; g->profile && i < 4; ++i)
+        if (cu(g, cudaEventCreate(&g->ev[i]), "creating an event")) g->profile = 0;
+    for (int i = 0; i < HG_N_KERNELS; ++i)
+        if (host->kernel(ctx, kernel_names[i], &g->k[i])) {
+            hier_gpu_free(g);
+            return -1;
+        }
+    hg_args *a = &g->a;
+    const int n = st->particles;
+    a->prm = cfg->prm;
+    a->n = n;
+    a->L = cfg->L;
+    a->pm = cfg->order_hi + HIER_EXTRA;
+    a->ncoef = (a->pm + 1) * (a->pm + 1);
+    a->doff = 1 + (a->pm + 2);
+    a->phik = a->pm < HIER_PHI_DEG ? a->pm : HIER_PHI_DEG;
+    a->moff = a->doff + 3 + HIER_PHI_DEG;
+    a->boff = a->moff + a->ncoef;
+    a->goff = a->boff + (a->pm + 1);
+    a->stride = a->goff + (a->pm + 1);
+    a->fstride = 5 + a->pm + a->ncoef;
+    a->p_lo = cfg->order;
+    a->direct_max = cfg->direct_max;
+    a->step = cfg->step;
+    a->Rt = cfg->Rt;
+    a->theta = cfg->theta;
+    a->dcut = cfg->dcut;
+    a->bound_scale = cfg->bound_scale;
+    a->ksum = ((double)n + 4.0) * 0x1p-53 * 1.01;
+    long long cells = 0;
+    for (int l = 0; l <= a->L; ++l) {
+        a->m[l] = 1 << l;
+        a->h[l] = 2.0 * a->Rt / (double)a->m[l];
+        a->rho[l] = 0.5 * sqrt(3.0) * a->h[l] * (1.0 + 1e-9);
+        a->cell0[l] = l == 0 ? 0 : cells;
+        if (l >= 1 && l < a->L) cells += (long long)a->m[l] * a->m[l] * a->m[l];
+    }
+    if (a->L >= 1) a->cell0[a->L] = cells;
+    g->ncells = cells;
+    g->nleaves = 1 << (3 * a->L);
+    const int S = cfg->batch;
+    /* the fixed point holds Σ|z| 2^HG_FIX_BITS in 62 bits */
+    double zsum = 0.0;
+    for (int i = 0; i < n; ++i) zsum += fabs((double)cfg->prm.sp[coulomb_hs_species(st->pos[i].w)].x);
+    if (zsum >= ldexp(1.0, 62 - HG_FIX_BITS)) {
+        hier_gpu_free(g);
+        return host->fail(ctx,
+                          "hierarchical: on CUDA the tree's fixed-point moments hold a total |charge| below %.0f; "
+                          "this system has %.6g: run it with device = cpu",
+                          ldexp(1.0, 62 - HG_FIX_BITS), zsum);
+    }
+    int bad = 0;
+    const size_t packed = (size_t)n + (size_t)n / 2 + 8 * (size_t)g->nleaves + 64;
+    double *tab = malloc(HG_T_SIZE * sizeof(double));
+    const size_t units = (size_t)(a->L > 1 ? a->L : 1) * 2 * (size_t)a->fstride;
+    double *unit = malloc(units * sizeof(double));
+    if (!tab || !unit) {
+        free(tab);
+        free(unit);
+        hier_gpu_free(g);
+        return host->fail(ctx, "out of memory");
+    }
+    tables(g, tab, unit);
+    a->tab = dalloc(g, HG_T_SIZE * sizeof(double), &bad);
+    a->unit = dalloc(g, units * sizeof(double), &bad);
+    a->fx = dalloc(g, (size_t)(cells ? cells : 1) * (size_t)a->fstride * sizeof(long long), &bad);
+    a->blk = dalloc(g, (size_t)(cells ? cells : 1) * (size_t)a->stride * sizeof(double), &bad);
+    a->cnt = dalloc(g, (size_t)(cells ? cells : 1) * sizeof(int), &bad);
+    a->start = dalloc(g, (size_t)g->nleaves * sizeof(int), &bad);
+    a->count = dalloc(g, (size_t)g->nleaves * sizeof(int), &bad);
+    a->cap = dalloc(g, (size_t)g->nleaves * sizeof(int), &bad);
+    a->fill = dalloc(g, (size_t)g->nleaves * sizeof(int), &bad);
+    a->pk = dalloc(g, packed * sizeof(float4), &bad);
+    a->pr = dalloc(g, packed * sizeof(float), &bad);
+    a->pid = dalloc(g, packed * sizeof(int), &bad);
+    a->slot = dalloc(g, (size_t)n * sizeof(int), &bad);
+    a->leafof = dalloc(g, (size_t)n * sizeof(int), &bad);
+    a->ovf = dalloc(g, ((size_t)n + 1) * sizeof(int), &bad);
+    a->novf = dalloc(g, sizeof(int), &bad);
+    a->ovslot = dalloc(g, (size_t)n * sizeof(int), &bad);
+    a->told = dalloc(g, (size_t)S * sizeof(float4), &bad);
+    a->ttri = dalloc(g, (size_t)S * sizeof(float4), &bad);
+    a->pts = dalloc(g, 2 * (size_t)S * sizeof(hg_point), &bad);
+    a->front = dalloc(g, 2 * (size_t)S * 2 * HG_FRONT * sizeof(unsigned), &bad);
+    a->nearl = dalloc(g, 2 * (size_t)S * HG_NEAR * sizeof(unsigned), &bad);
+    a->corr = dalloc(g, (size_t)S * (size_t)S * sizeof(double), &bad);
+    a->flg = dalloc(g, (size_t)S * (size_t)S, &bad);
+    a->tabs = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(double), &bad);
+    a->tsq = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(double), &bad);
+    a->tnA = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(int), &bad);
+    a->tr = dalloc(g, (size_t)S * sizeof(hg_trial), &bad);
+    a->vstate = dalloc(g, (size_t)S * sizeof(double), &bad);
+    a->nstate = dalloc(g, 2 * (size_t)S * sizeof(int), &bad);
+    a->dE = dalloc(g, (size_t)S * sizeof(double), &bad);
+    a->spec = dalloc(g, (size_t)S * sizeof(int), &bad);
+    a->slist = dalloc(g, (size_t)S * sizeof(int), &bad);
+    a->nslist = dalloc(g, sizeof(int), &bad);
+    a->xsp = dalloc(g, (size_t)S * HG_SPEC_CHUNK * 3 * sizeof(double), &bad);
+    a->xs = dalloc(g, (size_t)S * 3 * sizeof(double), &bad);
+    a->acc = dalloc(g, (size_t)S, &bad);
+    a->xpart = dalloc(g, 2 * HG_EXACT_BLOCKS * sizeof(double), &bad);
+    a->xbad = dalloc(g, HG_EXACT_BLOCKS * sizeof(int), &bad);
+    a->status = dalloc(g, sizeof(hg_status), &bad);
+    a->cycle_acc = dalloc(g, sizeof(long long), &bad);
+    g->d_rnd = dalloc(g, (size_t)n * sizeof(float4), &bad);
+    if (!bad && cu(g, cudaMallocHost((void **)&g->h_status, sizeof(hg_status)), "cudaMallocHost of the status")) bad = 1;
+    if (bad || cu(g, cudaMemcpyAsync((void *)a->tab, tab, HG_T_SIZE * sizeof(double), cudaMemcpyHostToDevice, g->s), "uploading tables") ||
+        cu(g, cudaMemcpyAsync((void *)a->unit, unit, units * sizeof(double), cudaMemcpyHostToDevice, g->s), "uploading units")) {
+        free(tab);
+        free(unit);
+        hier_gpu_free(g);
+        return -1;
+    }
+    a->pos = st->d_pos;
+    a->rnd = g->d_rnd;
+    a->energy = st->d_energy;
+    hg_status zero;
+    memset(&zero, 0, sizeof zero);
+    zero.preset = -1;
+    *g->h_status = zero;
+    int rc = cu(g, cudaMemcpyAsync(a->status, &zero, sizeof zero, cudaMemcpyHostToDevice, g->s), "clearing the status");
+    free(tab);
+    free(unit);
+    if (rc) {
+        hier_gpu_free(g);
+        return -1;
+    }
+    *out = g;
+    return 0;
+}
+
+/* The tree from the positions on the device (at the start, and after a
+ * restore replaced them): leaves, then every particle into the moments of
+ * every level, then the blocks. */
+int hier_gpu_rebuild(hier_gpu *g)
+{
+    hg_args *a = &g->a;
+    const long long cells = g->ncells;
+    return cu(g, cudaMemsetAsync(a->fx, 0, (size_t)(cells ? cells : 1) * (size_t)a->fstride * sizeof(long long), g->s), "clearing moments") ||
+           cu(g, cudaMemsetAsync(a->cnt, 0, (size_t)(cells ? cells : 1) * sizeof(int), g->s), "clearing counts") ||
+           cu(g, cudaMemsetAsync(a->novf, 0, sizeof(int), g->s), "clearing the overflow list") || repack(g, 0) ||
+           run2(g, K_MOM, (long long)a->n * (a->L > 1 ? a->L - 1 : 0) * 16, 128, 0) || run2(g, K_NORMS, cells, 128, 0) ||
+           cu(g, cudaStreamSynchronize(g->s), "building the tree");
+}
+
+/* The chain stopped at trial k of the batch: the exact pass on the GPU,
+ * and where it cannot decide, the reference on the host (coulomb_hs's own
+ * delta() on the current positions and metro_accept: bit for bit the
+ * sequential reference). */
+static int undecided(hier_gpu *g, metro_state *st, int k, hier_gpu_stats *stats)
+{
+    hg_args *a = &g->a;
+    void *args[3] = {a, &k, NULL};
+    int blocks = HG_EXACT_BLOCKS;
+    dim3 grid = {HG_EXACT_BLOCKS, 1, 1}, blk = {256, 1, 1}, one = {1, 1, 1};
+    if (cu(g, cudaLaunchKernel((const void *)g->k[K_EXACT], grid, blk, args, 0, g->s), "launching hg_exact")) return -1;
+    args[2] = &blocks;
+    if (cu(g, cudaLaunchKernel((const void *)g->k[K_DECIDE], one, one, args, 0, g->s), "launching hg_exact_decide") ||
+        cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->s), "reading the status") ||
+        cu(g, cudaStreamSynchronize(g->s), "the exact pass"))
+        return -1;
+    if (g->h_status->exact_bad == 0) {
+        stats->exact++;
+        return 0;
+    }
+    /* the reference itself */
+    const int i = a->b0 + k;
+    float4 u;
+    if (cu(g, cudaMemcpy(st->pos, st->d_pos, (size_t)a->n * sizeof(metro_float4), cudaMemcpyDeviceToHost), "copying positions") ||
+        cu(g, cudaMemcpy(&u, g->d_rnd + i, sizeof u, cudaMemcpyDeviceToHost), "copying a uniform"))
+        return -1;
+    const metro_float4 t = brush_trial(st->pos[i], u.x, u.y, u.z, a->step);
+    const double de = g->cfg.pot->delta(g->cfg.pot_self, st->pos, a->n, i, t);
+    hg_status *h = g->h_status;
+    h->preset = metro_accept(de, u.w);
+    h->preset_de = de;
+    h->exact_bad = 0;
+    stats->fallback++;
+    return cu(g, cudaMemcpyAsync(a->status, h, sizeof *h, cudaMemcpyHostToDevice, g->s), "writing the status");
+}
+
+int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *stats, long long *accepted)
+{
+    hg_args *a = &g->a;
+    const int S0 = g->cfg.batch;
+    if (cu(g, cudaMemsetAsync(a->cycle_acc, 0, sizeof(long long), g->s), "clearing the count") || repack(g, 1))
+        return -1;
+    for (int b0 = 0; b0 < trials; b0 += S0) {
+        a->b0 = b0;
+        a->S = trials - b0 < S0 ? trials - b0 : S0;
+        const int S = a->S;
+        int pow2 = 32;
+        while (pow2 < S) pow2 *= 2; /* the one-block kernels' tree sums want a power of two */
+        void *cargs[2] = {a, NULL};
+        int from = 0;
+        cargs[1] = &from;
+        dim3 tri_grid = {(unsigned)((S + 127) / 128), HG_TRI_CHUNK, 1}, tri_blk = {128, 1, 1};
+        dim3 one = {1, 1, 1}, chain_blk = {(unsigned)((S + 31) / 32 * 32), 1, 1};
+        void *args1[1] = {a};
+        if (g->profile && b0 > 0) { /* the previous batch's update is done (its chain was waited for) */
+            float ms = 0.f;
+            cudaEventSynchronize(g->ev[3]);
+            cudaEventElapsedTime(&ms, g->ev[2], g->ev[3]);
+            g->phase[2] += ms * 1e-3;
+        }
+        if (g->profile) cudaEventRecord(g->ev[0], g->s);
+        if (run1(g, K_TRIALS, S, 256) || run1(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS) ||
+            cu(g, cudaLaunchKernel((const void *)g->k[K_TRI], tri_grid, tri_blk, args1, 0, g->s), "launching hg_tri") ||
+            run1(g, K_PREP, S, 256) || run1(g, K_SLIST, pow2, pow2) || run1(g, K_SPEC, HG_EXACT_BLOCKS * 256LL, 256) ||
+            run1(g, K_SFINAL, S, 256))
+            return -1;
+        if (g->profile) cudaEventRecord(g->ev[1], g->s);
+        for (;;) {
+            if (cu(g, cudaLaunchKernel((const void *)g->k[K_CHAIN], one, chain_blk, cargs, 0, g->s), "launching hg_chain") ||
+                cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->s), "reading the status") ||
+                cu(g, cudaStreamSynchronize(g->s), "the decision chain"))
+                return -1;
+            if (g->h_status->err)
+                return g->host->fail(g->ctx, "hierarchical: a tree walk outgrew its lists (%d cells a level, %d near "
+                                             "leaves); raise theta or leaf",
+                                     HG_FRONT, HG_NEAR);
+            if (g->h_status->stop >= S) break;
+            from = g->h_status->stop;
+            if (undecided(g, st, from, stats)) return -1;
+        }
+        if (g->profile) {
+            float ms = 0.f;
+            cudaEventRecord(g->ev[2], g->s);
+            cudaEventSynchronize(g->ev[2]);
+            cudaEventElapsedTime(&ms, g->ev[0], g->ev[1]);
+            g->phase[0] += ms * 1e-3;
+            cudaEventElapsedTime(&ms, g->ev[1], g->ev[2]);
+            g->phase[1] += ms * 1e-3;
+        }
+        const int lv = a->L > 1 ? a->L - 1 : 0;
+        if (run1(g, K_MOVE, pow2, pow2) || run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) ||
+            run2(g, K_NORMS, (long long)S * lv * 2, 128, 1))
+            return -1;
+        if (g->profile) cudaEventRecord(g->ev[3], g->s);
+    }
+    long long acc = 0;
+    if (cu(g, cudaMemcpyAsync(&acc, a->cycle_acc, sizeof acc, cudaMemcpyDeviceToHost, g->s), "reading acceptances") ||
+        cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->s), "reading the status") ||
+        cu(g, cudaStreamSynchronize(g->s), "the cycle"))
+        return -1;
+    *accepted = acc;
+    stats->enclosure = g->h_status->decided[0];
+    stats->speculative = g->h_status->decided[1];
+    if (g->profile) {
+        float ms = 0.f;
+        cudaEventElapsedTime(&ms, g->ev[2], g->ev[3]);
+        g->phase[2] += ms * 1e-3;
+        g->host->log(g->ctx, METRO_LOG_INFO,
+                     "hierarchical: profile so far: %.4g s walks and mates' terms, %.4g s decisions (exact passes "
+                     "included), %.4g s tree updates",
+                     g->phase[0], g->phase[1], g->phase[2]);
+    }
+    return 0;
+}
+
+float4 *hier_gpu_uniforms(hier_gpu *g)
+{
+    return g->d_rnd;
+}
+
+cudaStream_t hier_gpu_stream(hier_gpu *g)
+{
+    return g->s;
+}

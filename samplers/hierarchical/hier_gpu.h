@@ -1,0 +1,145 @@
+/* hier_gpu.h — what the CUDA path of the hierarchical sampler shares
+ * between its kernels (hierarchical.cu) and its host code (hier_gpu.c).
+ * DESIGN.md in this folder, "The GPU path", has the argument; this header
+ * only says what each piece is.
+ *
+ * A batch is S consecutive particles [b0, b0 + S) (S <= HG_MAX_BATCH).
+ * Its trials are enclosed in parallel against the tree as it stands at the
+ * batch's start (every particle at its position then, the batch's own
+ * "mates" included), the exact float terms between mates (old and trial
+ * positions) are formed in parallel, and one block then decides the
+ * batch's moves in index order, adding for each accepted mate its exact
+ * change to the later mates' sums.  An undecided move stops the chain for
+ * the exact pass (every partner's float terms on the whole GPU); the
+ * chain then resumes.  Then the accepted moves update the tree.
+ *
+ * The tree is hier_tree's: levels 1 ... L-1 keep per cell the moments,
+ * here accumulated in 64-bit fixed point (exact to add and to remove, so
+ * no drift and no dependence on the order of the atomics) and converted
+ * into the double block hier_tree.c evaluates (same layout, same norms);
+ * the leaves are packed in Morton order with room to spare, each leaf's
+ * particles sorted by index at every repack.
+ */
+#ifndef HIER_GPU_H
+#define HIER_GPU_H
+
+#include "metro/hd.h"
+
+#include "coulomb_hs.h"
+#include "hier_tree.h"
+
+/* Trials per batch: one thread each in the decision chain's block. */
+#define HG_MAX_BATCH 1024
+/* Per point: the cells of a level the walk keeps open, and near leaves */
+#define HG_FRONT 4096
+#define HG_NEAR 4096
+/* Far cells and leaves are found by a warp; blocks of HG_WARPS warps */
+#define HG_WARPS 4
+/* Fixed point of the moments: a value v is kept as round(v * 2^38 / u),
+ * u its unit (|z| rho^n per degree, normalised: hier_gpu.c), so a cell's
+ * sums stay below 2^62 while Σ|z| < 2^24.  Each particle's rounding is at
+ * most 2^-39 u per coefficient, at most 8 times that in a norm G_n (2n + 1
+ * <= 58 terms); the bounds allow HG_FIX_SLACK = 2^-35 u per particle. */
+#define HG_FIX_BITS 38
+#define HG_FIX_SLACK 0x1p-35
+/* Blocks of the exact pass (their partial sums are added in order) */
+#define HG_EXACT_BLOCKS 264
+/* Particle chunks of a speculative exact pass (hg_spec) */
+#define HG_SPEC_CHUNK 32
+/* Partner chunks of the mates' terms (hg_tri) */
+#define HG_TRI_CHUNK 32
+
+/* The table of factors (hier_tree.c, build_tables), one array:
+ * ic1[n], then ic2, rc1, rc2, gw each [n][m] with row HIER_MAX_DEG + 1 */
+#define HG_TD (HIER_MAX_DEG + 1)
+#define HG_T_IC1 0
+#define HG_T_IC2 (HG_TD)
+#define HG_T_RC1 (HG_TD + HG_TD * HG_TD)
+#define HG_T_RC2 (HG_TD + 2 * HG_TD * HG_TD)
+#define HG_T_GW (HG_TD + 3 * HG_TD * HG_TD)
+#define HG_T_SIZE (HG_TD + 4 * HG_TD * HG_TD)
+
+/* One point's enclosure (hier_result's fields, as doubles) */
+typedef struct hg_point {
+    double Sf, S, E, Phi, Phif, adds;
+    int overlap, degenerate; /* against particles outside the batch */
+} hg_point;
+
+/* Per trial of the batch, what the chain reads (hg_prep) */
+typedef struct hg_trial {
+    double est, eps, T, dT; /* enclosure centre and half width, -ln u and its tie margin */
+    double absA;            /* Σ|terms| of the mates (hg_tri) */
+    int blocked;            /* wall or hard core outside the batch: rejected */
+    int degenerate;         /* a distance 0: left to the reference */
+    int nA;                 /* mates whose old position the trial overlaps */
+    int pad;
+} hg_trial;
+
+/* What the chain leaves for the host after each launch */
+typedef struct hg_status {
+    int stop;        /* first undecided trial of the batch, or S when done */
+    int accepted;    /* acceptances of the batch so far */
+    int decided[3];  /* by the enclosure, a speculative exact pass, a stop's exact pass */
+    int preset;      /* -1, or the decision (0/1) of trial `stop` made outside the chain */
+    double preset_de;
+    double exact_sum, exact_abs;
+    int exact_bad;   /* the exact pass met a distance 0 or an overlap */
+    int err;         /* a walk's lists overflowed (HG_FRONT / HG_NEAR) */
+} hg_status;
+
+/* Everything the kernels read, passed by value */
+typedef struct hg_args {
+    coulomb_hs_params prm;
+    int n, L, pm, ncoef, stride, fstride, moff, doff, boff, goff, phik;
+    int p_lo, direct_max;
+    int b0, S;                      /* the batch */
+    float step;
+    double Rt, theta, dcut, bound_scale, ksum;
+    int m[HIER_MAX_LEVEL + 1];
+    double h[HIER_MAX_LEVEL + 1], rho[HIER_MAX_LEVEL + 1];
+    long long cell0[HIER_MAX_LEVEL + 1]; /* first cell of level l in the cell arrays */
+    const double *tab;              /* HG_T_SIZE factors */
+    const double *unit;             /* per level: (pm + 5 + ncoef) units of the fixed point (hier_gpu.c) */
+    long long *fx;                  /* per cell: fstride fixed-point sums A, D[3], B[pm+1], M[ncoef] */
+    double *blk;                    /* per cell: the evaluated block, hier_tree's layout (stride) */
+    int *cnt;                       /* per cell: particles */
+    /* leaves, Morton order: [start, start + count) packed, count <= cap */
+    int *start, *count, *cap;
+    float4 *pk;                     /* x, y, z, charge; a hole: far away, charge 0 */
+    float *pr;                      /* hard-core radius */
+    int *pid;                       /* particle index, -1 for a hole */
+    int *slot, *leafof;             /* per particle: packed place (-1: overflow list) and leaf */
+    int *ovf, *novf, *ovslot;       /* overflow list (entries -1 when gone), its length, particle's entry */
+    int *fill;                      /* per leaf: scratch of the repack */
+    metro_float4 *pos;              /* st->d_pos */
+    const float4 *rnd;              /* the cycle's uniforms, one float4 per particle */
+    double *energy;                 /* st->d_energy */
+    metro_float4 *told, *ttri;      /* the batch's old and trial positions */
+    hg_point *pts;                  /* 2 S: trial, old */
+    unsigned *front, *nearl;        /* per point: HG_FRONT x 2 and HG_NEAR scratch */
+    double *corr;                   /* S x S: the change of mate j's move to k's sum, at [j S + k] */
+    unsigned char *flg;             /* S x S: 1 = k's trial overlaps j's old place, 2 = j's trial */
+    double *tabs, *tsq;             /* HG_TRI_CHUNK x S partial Σ|terms| and Σ corr² */
+    int *tnA;                       /* HG_TRI_CHUNK x S partial overlap counts */
+    hg_trial *tr;                   /* S */
+    double *vstate;                 /* S: the chain's sums when it stopped */
+    int *nstate;                    /* 2 S: its counts */
+    int *spec;                      /* S: the trial gets a speculative exact pass (hg_prep) */
+    int *slist, *nslist;            /* those trials, in order, and their number */
+    double *xsp;                    /* their partial sums: HG_SPEC_CHUNK x 3 per entry of slist */
+    double *xs;                     /* S x 3: Σ d_j, Σ|d_j| over the batch start's partners, 1 if one was bad */
+    double *dE;                     /* S: each accepted move's energy change */
+    unsigned char *acc;             /* S: decisions */
+    double *xpart;                  /* 2 HG_EXACT_BLOCKS partial sums of the exact pass */
+    int *xbad;                      /* HG_EXACT_BLOCKS */
+    hg_status *status;
+    long long *cycle_acc;           /* acceptances of the current cycle */
+} hg_args;
+
+#ifndef __CUDACC__
+/* Host side (hier_gpu.c) */
+typedef struct hier_gpu hier_gpu;
+struct hier;
+#endif
+
+#endif

@@ -1,0 +1,42 @@
+/* hier_gpu_host.h — the CUDA path of the hierarchical sampler as
+ * hierarchical.c calls it (hier_gpu.c). */
+#ifndef HIER_GPU_HOST_H
+#define HIER_GPU_HOST_H
+
+#include <cuda_runtime_api.h>
+
+#include "metro/plugin.h"
+
+#include "hier_gpu.h"
+
+typedef struct hier_gpu_cfg {
+    coulomb_hs_params prm;
+    const metro_potential_api *pot; /* the reference's delta(), for what the exact pass leaves open */
+    void *pot_self;
+    int L, order, order_hi, direct_max, batch;
+    double Rt, theta, dcut, bound_scale;
+    float step;
+} hier_gpu_cfg;
+
+/* Moves decided by the enclosure, by a speculative exact pass (both
+ * running totals of the device), by the exact pass of a stopped chain,
+ * by the reference on the host */
+typedef struct hier_gpu_stats {
+    long long enclosure, speculative, exact, fallback;
+} hier_gpu_stats;
+
+typedef struct hier_gpu hier_gpu;
+
+/* Memory, kernels, and the tree of st->d_pos; 0 or -1 (reason recorded) */
+int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_cfg *cfg, metro_state *st,
+                    hier_gpu **out);
+void hier_gpu_free(hier_gpu *g);
+/* The tree afresh from st->d_pos (before the first cycle, after a restore) */
+int hier_gpu_rebuild(hier_gpu *g);
+/* The cycle's uniforms go here (one float4 per particle) before a cycle */
+float4 *hier_gpu_uniforms(hier_gpu *g);
+cudaStream_t hier_gpu_stream(hier_gpu *g);
+/* One cycle of particles 0 ... trials-1; the acceptances in *accepted */
+int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *stats, long long *accepted);
+
+#endif

@@ -1,0 +1,1044 @@
+/* hierarchical.cu — the hierarchical sampler on the GPU (hier_gpu.h has
+ * the plan, DESIGN.md "The GPU path" the argument).
+ *
+ * Rounding.  Terms that must be the reference's own (a partner's float
+ * pair energy E = (λ z_a z_b) (1 / sqrt(r²)), the hard-core and wall
+ * tests, the trial position) are written with the _rn intrinsics: IEEE
+ * operations, never contracted, the bits of the CPU reference's terms.
+ * The tree's own double arithmetic may be contracted (FMA): a fused
+ * operation rounds once where two would round twice, inside the
+ * allowance the CPU's unfused operations are given.
+ *
+ * Determinism.  Moments are sums in 64-bit fixed point (integer atomics
+ * commute), a leaf's particles are sorted by index when packed, and every
+ * reduction runs in a fixed order, so the enclosures, the running energy
+ * and the chain are the same on every run. */
+#include "metro/hd.h"
+
+#include "brush.h"
+#include "coulomb_hs.h"
+#include "hier_gpu.h"
+
+#define HG_FULL 0xffffffffu
+
+/* ---- the reference's float arithmetic ----------------------------------- */
+
+/* coulomb_hs_pair as the CPU computes it: r² = (dx² + dy²) + dz², +∞ on a
+ * hard-core overlap, (λ z_a z_b) · (1 / sqrt(r²)) */
+static __device__ __forceinline__ float hg_r2(float ax, float ay, float az, float bx, float by, float bz)
+{
+    const float dx = __fsub_rn(ax, bx), dy = __fsub_rn(ay, by), dz = __fsub_rn(az, bz);
+    return __fadd_rn(__fadd_rn(__fmul_rn(dx, dx), __fmul_rn(dy, dy)), __fmul_rn(dz, dz));
+}
+
+static __device__ __forceinline__ float hg_inv(float r2)
+{
+    return __fdiv_rn(1.0f, __fsqrt_rn(r2));
+}
+
+/* E(a, b) with a's row sa (radius, λ z) and b's charge and radius */
+static __device__ __forceinline__ float hg_pair(float sa_y, float sa_z, float4 a, float4 b, float bq, float br)
+{
+    const float r2 = hg_r2(a.x, a.y, a.z, b.x, b.y, b.z);
+    const float dmin = __fadd_rn(sa_y, br);
+    const float c = r2 < __fmul_rn(dmin, dmin) ? INFINITY : __fmul_rn(sa_z, bq);
+    return __fmul_rn(c, hg_inv(r2));
+}
+
+static __device__ __forceinline__ int hg_coord(const hg_args *a, int l, double v)
+{
+    const double f = (v + a->Rt) / a->h[l];
+    int c = (int)floor(f);
+    return c < 0 ? 0 : c >= a->m[l] ? a->m[l] - 1 : c;
+}
+
+static __device__ __forceinline__ double hg_centre(const hg_args *a, int l, int i)
+{
+    return -a->Rt + ((double)i + 0.5) * a->h[l];
+}
+
+static __device__ __forceinline__ unsigned hg_morton(int ix, int iy, int iz, int L)
+{
+    unsigned c = 0;
+    for (int b = 0; b < L; ++b)
+        c |= ((unsigned)(ix >> b) & 1u) << (3 * b + 2) | ((unsigned)(iy >> b) & 1u) << (3 * b + 1) |
+             ((unsigned)(iz >> b) & 1u) << (3 * b);
+    return c;
+}
+
+static __device__ __forceinline__ unsigned hg_leaf_of(const hg_args *a, float4 p)
+{
+    return hg_morton(hg_coord(a, a->L, p.x), hg_coord(a, a->L, p.y), hg_coord(a, a->L, p.z), a->L);
+}
+
+static __device__ __forceinline__ long long hg_cell(const hg_args *a, int l, float4 p)
+{
+    const int ix = hg_coord(a, l, p.x), iy = hg_coord(a, l, p.y), iz = hg_coord(a, l, p.z);
+    return a->cell0[l] + ((long long)ix * a->m[l] + iy) * a->m[l] + iz;
+}
+
+/* ---- the moments: one kernel adds and removes (the same code, so a
+ * removal takes away exactly the integers its addition put in) ------------ */
+
+/* Tasks: mode 0, every particle into every level (sign +1); mode 1, the
+ * batch's accepted moves: old position out (-1), trial in (+1).  16
+ * threads a task, thread m the column m of the solid harmonics
+ * R_n^m (hier_tree.c, moments4: the same recurrences); m = 0 also A, D, B. */
+extern "C" __global__ void hg_mom(hg_args a, int mode)
+{
+    const long long gt = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long task = gt >> 4;
+    const int m = (int)(gt & 15);
+    const int lv = a.L - 1;
+    if (lv < 1) return;
+    float4 p;
+    int l;
+    long long sign;
+    if (mode == 0) {
+        if (task >= (long long)a.n * lv) return;
+        p = a.pos[task / lv];
+        l = 1 + (int)(task % lv);
+        sign = 1;
+    } else {
+        if (task >= (long long)a.S * lv * 2) return;
+        const int k = (int)(task / (2 * lv)), r = (int)(task % (2 * lv));
+        if (!a.acc[k]) return;
+        l = 1 + r / 2;
+        sign = (r & 1) ? 1 : -1;
+        p = (r & 1) ? a.ttri[k] : a.told[k];
+    }
+    if (m > a.pm) return;
+    const int ix = hg_coord(&a, l, p.x), iy = hg_coord(&a, l, p.y), iz = hg_coord(&a, l, p.z);
+    const long long cell = a.cell0[l] + ((long long)ix * a.m[l] + iy) * a.m[l] + iz;
+    const double sx = (double)p.x - hg_centre(&a, l, ix), sy = (double)p.y - hg_centre(&a, l, iy),
+                 sz = (double)p.z - hg_centre(&a, l, iz);
+    const double r2 = sx * sx + sy * sy + sz * sz;
+    const double z = (double)a.prm.sp[coulomb_hs_species(p.w)].x;
+    const int fs = a.fstride;
+    const double *sc = a.unit + (size_t)l * 2 * fs; /* scales: 2^HG_FIX_BITS / unit */
+    unsigned long long *F = (unsigned long long *)(a.fx + cell * fs);
+    const int mo = 5 + a.pm; /* where M starts in the fixed-point block */
+#define HG_ADD(off, val) atomicAdd(F + (off), (unsigned long long)(sign * __double2ll_rn((val) * sc[off])))
+    const double *rc1 = a.tab + HG_T_RC1, *rc2 = a.tab + HG_T_RC2;
+    if (m == 0) {
+        atomicAdd(a.cnt + cell, (int)sign);
+        const double az = fabs(z), s = sqrt(r2);
+        HG_ADD(0, az);
+        HG_ADD(1, az * sx);
+        HG_ADD(2, az * sy);
+        HG_ADD(3, az * sz);
+        double sq = s;
+        for (int q = 0; q <= a.pm; ++q) {
+            HG_ADD(4 + q, az * sq);
+            sq *= s;
+        }
+        double r0 = 1.0, r1 = 0.0;
+        HG_ADD(mo, z);
+        for (int n = 1; n <= a.pm; ++n) {
+            const double rn = rc1[n * HG_TD] * sz * r0 - rc2[n * HG_TD] * r2 * r1;
+            r1 = r0;
+            r0 = rn;
+            HG_ADD(mo + n * n, z * rn);
+        }
+        return;
+    }
+    double mr = 1.0, mi = 0.0;
+    for (int k = 1; k <= m; ++k) {
+        const double f = 1.0 / (2.0 * k);
+        const double nr = f * (sx * mr - sy * mi), ni = f * (sx * mi + sy * mr);
+        mr = nr;
+        mi = ni;
+    }
+    double ar = mr, ai = mi, br = 0.0, bi = 0.0;
+    HG_ADD(mo + m * m + 2 * m - 1, z * ar);
+    HG_ADD(mo + m * m + 2 * m, z * ai);
+    for (int n = m + 1; n <= a.pm; ++n) {
+        const double e1 = rc1[n * HG_TD + m] * sz, e2 = rc2[n * HG_TD + m] * r2;
+        const double xr = e1 * ar - e2 * br, xi = e1 * ai - e2 * bi;
+        br = ar;
+        bi = ai;
+        ar = xr;
+        ai = xi;
+        HG_ADD(mo + n * n + 2 * m - 1, z * ar);
+        HG_ADD(mo + n * n + 2 * m, z * ai);
+    }
+#undef HG_ADD
+}
+
+/* A cell's evaluated block from its fixed-point sums: hier_tree.c's
+ * cell_norms, with each quantity allowed, besides the CPU's margins, the
+ * fixed point's rounding: count HG_FIX_SLACK rho^n (hier_gpu.h). */
+static __device__ void hg_finalize(const hg_args *a, long long cell, int l)
+{
+    const int fs = a->fstride, pm = a->pm;
+    const double *inv = a->unit + (size_t)l * 2 * fs + fs;
+    const long long *F = a->fx + cell * fs;
+    double *M = a->blk + cell * a->stride;
+    const int cn = a->cnt[cell];
+    const double quant = (double)(cn > 0 ? cn : 0) * HG_FIX_SLACK;
+    const double A = (double)F[0] * inv[0];
+    M[0] = A;
+    double *D = M + a->doff;
+    for (int i = 0; i < 3; ++i) D[i] = (double)F[1 + i] * inv[1 + i];
+    double *B = M + a->boff, *H = M + a->moff, *G = M + a->goff, *K = M + 1;
+    for (int q = 0; q <= pm; ++q) B[q] = (double)F[4 + q] * inv[4 + q];
+    for (int k = 0; k < a->ncoef; ++k) H[k] = (double)F[5 + pm + k] * inv[5 + pm + k];
+    const double *gw = a->tab + HG_T_GW;
+    for (int n = 0; n <= pm; ++n) {
+        double g2 = gw[n * HG_TD] * H[n * n] * H[n * n];
+        for (int m = 1; m <= n; ++m) {
+            const double re = H[n * n + 2 * m - 1], im = H[n * n + 2 * m];
+            g2 += gw[n * HG_TD + m] * (re * re + im * im);
+        }
+        G[n] = sqrt(g2);
+    }
+    const double Ap = A > 0 ? A : 0.0;
+    const double rho = a->rho[l];
+    double rn = 1.0;
+    K[0] = Ap;
+    for (int n = 1; n <= pm + 1; ++n) {
+        rn *= rho;
+        const double geo = Ap * rn * (1.0 + 1e-9) + quant * rn;
+        double b = B[n - 1] * (1.0 + 1e-6) + 1e-9 * Ap * rn + quant * rn;
+        if (b > geo) b = geo;
+        if (b < 0) b = 0;
+        if (n <= pm) {
+            const double g = G[n] * (1.0 + 1e-6) + 1e-9 * Ap * rn + quant * rn;
+            K[n] = g < b ? g : b;
+        } else {
+            K[n] = b;
+        }
+        if (n >= 2 && n <= HIER_PHI_DEG + 1) M[a->doff + 3 + (n - 2)] = b;
+    }
+}
+
+/* mode 0: every cell; mode 1: the cells the batch's accepted moves touched
+ * (a cell touched twice is finalized twice, to the same values) */
+extern "C" __global__ void hg_norms(hg_args a, int mode)
+{
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (a.L < 2) return;
+    if (mode == 0) {
+        if (t >= a.cell0[a.L]) return;
+        int l = 1;
+        while (l + 1 < a.L && t >= a.cell0[l + 1]) ++l;
+        hg_finalize(&a, t, l);
+        return;
+    }
+    const int lv = a.L - 1;
+    if (t >= (long long)a.S * lv * 2) return;
+    const int k = (int)(t / (2 * lv)), r = (int)(t % (2 * lv));
+    if (!a.acc[k]) return;
+    const int l = 1 + r / 2;
+    const float4 p = (r & 1) ? a.ttri[k] : a.told[k];
+    hg_finalize(&a, hg_cell(&a, l, p), l);
+}
+
+/* ---- leaves --------------------------------------------------------------- */
+
+/* Count each leaf's particles (mode 0 first computes every leafof) */
+extern "C" __global__ void hg_leaf_count(hg_args a, int mode)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= a.n) return;
+    if (mode == 0) a.leafof[i] = (int)hg_leaf_of(&a, a.pos[i]);
+    atomicAdd(a.fill + a.leafof[i], 1);
+}
+
+/* One block: leaf c gets cap = count + count/2 + 8 places from start[c]
+ * (the exclusive sum), count[c] = 0; fill[c] is cleared for the next use */
+extern "C" __global__ void hg_leaf_scan(hg_args a, int nleaves)
+{
+    __shared__ long long part[1024];
+    const int t = threadIdx.x, nt = blockDim.x;
+    const int per = (nleaves + nt - 1) / nt;
+    const int c0 = t * per, c1 = min(nleaves, c0 + per);
+    long long s = 0;
+    for (int c = c0; c < c1; ++c) {
+        const int k = a.fill[c];
+        s += k + k / 2 + 8;
+    }
+    part[t] = s;
+    __syncthreads();
+    if (t == 0) {
+        long long run = 0;
+        for (int i = 0; i < nt; ++i) {
+            const long long v = part[i];
+            part[i] = run;
+            run += v;
+        }
+    }
+    __syncthreads();
+    long long run = part[t];
+    for (int c = c0; c < c1; ++c) {
+        const int k = a.fill[c];
+        a.start[c] = (int)run;
+        a.cap[c] = k + k / 2 + 8;
+        a.count[c] = 0;
+        a.fill[c] = 0;
+        run += k + k / 2 + 8;
+    }
+    if (t == 0) *a.novf = 0;
+}
+
+static __device__ __forceinline__ void hg_put(const hg_args *a, int s, int i, float4 p)
+{
+    const float4 sp = a->prm.sp[coulomb_hs_species(p.w)];
+    a->pk[s] = make_float4(p.x, p.y, p.z, sp.x);
+    a->pr[s] = sp.y;
+    a->pid[s] = i;
+    a->slot[i] = s;
+}
+
+/* Every particle into its leaf (places in any order: hg_leaf_sort fixes it) */
+extern "C" __global__ void hg_leaf_fill(hg_args a)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= a.n) return;
+    const int c = a.leafof[i];
+    const int s = a.start[c] + atomicAdd(a.count + c, 1);
+    hg_put(&a, s, i, a.pos[i]);
+}
+
+/* Each leaf's particles in index order, so every sum over them runs in
+ * one order on every run */
+extern "C" __global__ void hg_leaf_sort(hg_args a, int nleaves)
+{
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= nleaves) return;
+    const int s0 = a.start[c], s1 = s0 + a.count[c];
+    for (int s = s0 + 1; s < s1; ++s) {
+        const int id = a.pid[s];
+        const float4 q = a.pk[s];
+        const float r = a.pr[s];
+        int u = s - 1;
+        while (u >= s0 && a.pid[u] > id) {
+            a.pid[u + 1] = a.pid[u];
+            a.pk[u + 1] = a.pk[u];
+            a.pr[u + 1] = a.pr[u];
+            --u;
+        }
+        a.pid[u + 1] = id;
+        a.pk[u + 1] = q;
+        a.pr[u + 1] = r;
+    }
+    for (int s = s0; s < s1; ++s) a.slot[a.pid[s]] = s;
+}
+
+/* One block of S threads (rounded up to 32), thread k the batch's k-th
+ * trial: the accepted moves' leaves, the batch's energy change and its
+ * acceptances.  A particle that moves within its leaf is updated in place;
+ * one that leaves its place leaves a hole (no charge, far away: its terms
+ * are exactly 0) and is appended to its new leaf after the batch's earlier
+ * newcomers there (its rank among them, so the places do not depend on
+ * timing); where the leaf is full it joins the overflow list, in index
+ * order.  The energy change is summed in a fixed tree. */
+extern "C" __global__ void hg_leaf_move(hg_args a)
+{
+    __shared__ int nl_s[HG_MAX_BATCH], ov_s[HG_MAX_BATCH];
+    __shared__ double de_s[HG_MAX_BATCH];
+    __shared__ int nacc_s[HG_MAX_BATCH];
+    const int k = threadIdx.x, nt = blockDim.x, in = k < a.S;
+    const int j = a.b0 + k;
+    const int acc = in && a.acc[k];
+    float4 t = make_float4(0.f, 0.f, 0.f, 0.f);
+    int nl = -1, mover = 0;
+    if (acc) {
+        t = a.ttri[k];
+        nl = (int)hg_leaf_of(&a, t);
+        const int s = a.slot[j];
+        mover = !(nl == a.leafof[j] && s >= 0);
+        if (!mover) {
+            a.pk[s] = make_float4(t.x, t.y, t.z, a.pk[s].w);
+        } else if (s >= 0) {
+            a.pk[s] = make_float4(1e7f, 1e7f, 1e7f, 0.0f);
+            a.pr[s] = 0.0f;
+            a.pid[s] = -1;
+        } else {
+            a.ovf[a.ovslot[j]] = -1;
+        }
+    }
+    nl_s[k] = mover ? nl : -1;
+    de_s[k] = acc ? a.dE[k] : 0.0;
+    nacc_s[k] = acc;
+    __syncthreads();
+    int rank = 0, c0 = 0, over = 0;
+    if (mover) {
+        for (int u = 0; u < k; ++u) rank += nl_s[u] == nl;
+        c0 = a.count[nl];
+        over = c0 + rank >= a.cap[nl];
+    }
+    ov_s[k] = over;
+    __syncthreads();
+    /* the overflow list's new entries in index order: an exclusive sum */
+    for (int h = 1; h < nt; h <<= 1) {
+        const int v = k >= h ? ov_s[k - h] : 0;
+        __syncthreads();
+        ov_s[k] += v;
+        __syncthreads();
+    }
+    const int nov0 = *a.novf;
+    if (mover) {
+        a.leafof[j] = nl;
+        if (!over) {
+            hg_put(&a, a.start[nl] + c0 + rank, j, t);
+            atomicMax(a.count + nl, c0 + rank + 1);
+        } else {
+            const int e = nov0 + ov_s[k] - 1;
+            a.ovf[e] = j;
+            a.ovslot[j] = e;
+            a.slot[j] = -1;
+        }
+    }
+    /* the energy change and the count, in a fixed tree */
+    for (int h = nt / 2; h; h >>= 1) {
+        if (k < h) {
+            de_s[k] += de_s[k + h];
+            nacc_s[k] += nacc_s[k + h];
+        }
+        __syncthreads();
+    }
+    if (k == nt - 1) *a.novf = nov0 + ov_s[k];
+    if (k == 0) {
+        a.energy[0] += de_s[0];
+        *a.cycle_acc += nacc_s[0];
+    }
+}
+
+/* ---- the enclosure of a point: a warp walks the tree level by level ----- */
+
+/* hier_tree.c's expand, trunc_bound and phi_bound, one far cell */
+static __device__ double hg_expand(const double *tab, const double *H, const double y[3], double inv, int q)
+{
+    const double *ic1 = tab + HG_T_IC1, *ic2 = tab + HG_T_IC2;
+    const double inv2 = inv * inv;
+    const double ux = y[0] * inv2, uy = y[1] * inv2, uz = y[2] * inv2;
+    double i0 = inv, i1 = 0.0;
+    double phi = H[0] * i0;
+    for (int n = 1; n <= q; ++n) {
+        const double in = ic1[n] * uz * i0 - ic2[n * HG_TD] * inv2 * i1;
+        i1 = i0;
+        i0 = in;
+        phi += H[n * n] * in;
+    }
+    double mr = inv, mi = 0.0, acc2 = 0.0;
+    for (int m = 1; m <= q; ++m) {
+        const double f = 2.0 * m - 1.0;
+        const double nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
+        mr = nr;
+        mi = ni;
+        const double *cm = H + m * m + 2 * m - 1;
+        double ar = mr, ai = mi, br = 0.0, bi = 0.0;
+        double acc = cm[0] * ar + cm[1] * ai;
+        for (int n = m + 1; n <= q; ++n) {
+            const double c1 = ic1[n] * uz, c2 = ic2[n * HG_TD + m] * inv2;
+            const double xr = c1 * ar - c2 * br, xi = c1 * ai - c2 * bi;
+            br = ar;
+            bi = ai;
+            ar = xr;
+            ai = xi;
+            acc += H[n * n + 2 * m - 1] * ar + H[n * n + 2 * m] * ai;
+        }
+        acc2 += acc;
+    }
+    return phi + 2.0 * acc2;
+}
+
+static __device__ double hg_trunc(const hg_args *a, const double *M, double v, double idr, int q)
+{
+    const int pm = a->pm;
+    const double *K = M + 1;
+    double h = K[pm] + K[pm + 1] * idr;
+    for (int n = pm - 1; n > q; --n) h = K[n] + v * h;
+    double vq = v * v;
+    for (int n = 0; n < q; ++n) vq *= v;
+    return vq * h;
+}
+
+static __device__ double hg_phi(const hg_args *a, const double *M, const double y[3], double v, double idr,
+                                double rho)
+{
+    const double A = M[0] > 0 ? M[0] : 0.0;
+    const double *D = M + a->doff, *P = M + a->doff + 3;
+    const double v2 = v * v, v3 = v2 * v;
+    double ph = A * v + (D[0] * y[0] + D[1] * y[1] + D[2] * y[2]) * v3 + 1e-9 * A * rho * v2;
+    const int K = a->phik;
+    double h = P[K - 1] * idr + P[K - 2];
+    for (int n = K - 1; n >= 2; --n) h = P[n - 2] + v * h;
+    ph += h * v3;
+    const double crude = A * idr;
+    return ph < crude ? ph : crude;
+}
+
+static __device__ __forceinline__ double hg_wsum(double v)
+{
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(HG_FULL, v, o);
+    return v;
+}
+
+/* Point p of the batch: 2k the trial of mate k, 2k + 1 its old position.
+ * Against every particle at its place at the batch's start; the moving ion
+ * itself left out (its far image subtracted, as hier_tree.c does), and a
+ * mate whose place overlaps the point left out of the sum (the chain
+ * counts that overlap: hg_tri). */
+extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a)
+{
+    const int lane = threadIdx.x & 31;
+    const int p = blockIdx.x * HG_WARPS + (threadIdx.x >> 5);
+    if (p >= 2 * a.S) return;
+    const int k = p >> 1, is_t = !(p & 1);
+    const float4 o = a.told[k];
+    const float4 x = is_t ? a.ttri[k] : o;
+    const int skip = a.b0 + k;
+    const float4 sa = a.prm.sp[coulomb_hs_species(o.w)];
+    const double xd[3] = {(double)x.x, (double)x.y, (double)x.z};
+    double skip_r;
+    {
+        const double dx = xd[0] - (double)o.x, dy = xd[1] - (double)o.y, dz = xd[2] - (double)o.z;
+        skip_r = sqrt(dx * dx + dy * dy + dz * dz);
+        if (skip_r == 0.0) skip_r = 1.0;
+    }
+    const double skip_z = (double)sa.x;
+    unsigned *front = a.front + (size_t)p * 2 * HG_FRONT, *nearl = a.nearl + (size_t)p * HG_NEAR;
+    double S = 0.0, E = 0.0, Phi = 0.0, Phif = 0.0, adds = 0.0, Sf = 0.0, Phid = 0.0;
+    int overlap = 0, degenerate = 0, err = 0;
+    int ncur = 1, nnear = 0, cur = 0;
+    if (lane == 0) front[0] = 0u;
+    if (a.L == 0) { /* one leaf: the whole cube */
+        if (lane == 0) nearl[0] = 0u;
+        nnear = a.count[0] > 0;
+    }
+    __syncwarp();
+    const int q = a.p_lo;
+    for (int l = 1; l <= a.L && !err; ++l) {
+        const unsigned *fc = front + cur * HG_FRONT;
+        unsigned *fn = front + (cur ^ 1) * HG_FRONT;
+        const int ncand = 8 * ncur;
+        int nnext = 0;
+        const int sl[3] = {hg_coord(&a, l, o.x), hg_coord(&a, l, o.y), hg_coord(&a, l, o.z)};
+        for (int c0 = 0; c0 < ncand; c0 += 32) {
+            const int c = c0 + lane;
+            int push = 0, isnear = 0;
+            unsigned val = 0;
+            if (c < ncand) {
+                const unsigned e = fc[c >> 3];
+                const int ch = c & 7;
+                const unsigned dir = (e >> 30) & 1u;
+                const int ix = 2 * (int)(e & 1023u) + ((ch >> 2) & 1), iy = 2 * (int)((e >> 10) & 1023u) + ((ch >> 1) & 1),
+                          iz = 2 * (int)((e >> 20) & 1023u) + (ch & 1);
+                if (l == a.L) {
+                    val = hg_morton(ix, iy, iz, a.L);
+                    isnear = a.count[val] > 0;
+                } else {
+                    const long long cell = a.cell0[l] + ((long long)ix * a.m[l] + iy) * a.m[l] + iz;
+                    const int cn = a.cnt[cell];
+                    val = (unsigned)ix | (unsigned)iy << 10 | (unsigned)iz << 20;
+                    if (cn > 0) {
+                        if (dir) {
+                            push = 1;
+                            val |= 1u << 30;
+                        } else {
+                            const double y[3] = {xd[0] - hg_centre(&a, l, ix), xd[1] - hg_centre(&a, l, iy),
+                                                 xd[2] - hg_centre(&a, l, iz)};
+                            const double d = sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2]);
+                            const double rho = a.rho[l];
+                            if (rho <= a.theta * d && d - rho >= a.dcut) {
+                                if (cn <= a.direct_max && l >= a.L - 2) {
+                                    push = 1;
+                                    val |= 1u << 30;
+                                } else {
+                                    const double *M = a.blk + cell * a.stride;
+                                    const double v = 1.0 / d, idr = 1.0 / (d - rho);
+                                    const double extra = (double)cn * HG_FIX_SLACK;
+                                    S += hg_expand(a.tab, M + a.moff, y, v, q);
+                                    E += hg_trunc(&a, M, v, idr, q) + extra * idr;
+                                    const double phc = hg_phi(&a, M, y, v, idr, rho) + extra * v;
+                                    Phi += phc;
+                                    Phif += phc;
+                                    adds += (double)((q + 1) * (q + 1));
+                                    if (ix == sl[0] && iy == sl[1] && iz == sl[2]) S -= skip_z / skip_r;
+                                }
+                            } else {
+                                push = 1;
+                            }
+                        }
+                    }
+                }
+            }
+            const unsigned lt = (1u << lane) - 1u;
+            const unsigned mp = __ballot_sync(HG_FULL, push), mn = __ballot_sync(HG_FULL, isnear);
+            if (nnext + __popc(mp) > HG_FRONT || nnear + __popc(mn) > HG_NEAR) {
+                err = 1;
+                break;
+            }
+            if (push) fn[nnext + __popc(mp & lt)] = val;
+            if (isnear) nearl[nnear + __popc(mn & lt)] = val;
+            nnext += __popc(mp);
+            nnear += __popc(mn);
+        }
+        __syncwarp();
+        cur ^= 1;
+        ncur = nnext;
+    }
+    /* near leaves, 32 at a time: lane u reads leaf u's place and count,
+     * then the lanes take the group's places one each (found by a binary
+     * search over the counts' prefix sums), so the loads of a whole group
+     * are in flight together */
+    long long nd = 0;
+    for (int g0 = 0; g0 < nnear && !err; g0 += 32) {
+        int st = 0, cn = 0;
+        if (g0 + lane < nnear) {
+            const unsigned c = nearl[g0 + lane];
+            st = a.start[c];
+            cn = a.count[c];
+        }
+        int pre = cn; /* inclusive prefix sum over lanes */
+        for (int o2 = 1; o2 < 32; o2 <<= 1) {
+            const int v = __shfl_up_sync(HG_FULL, pre, o2);
+            if (lane >= o2) pre += v;
+        }
+        const int total = __shfl_sync(HG_FULL, pre, 31);
+        for (int base = 0; base < total; base += 32) {
+            const int idx = base + lane;
+            int lo = 0; /* the first lane whose prefix exceeds idx */
+            for (int step = 16; step; step >>= 1) {
+                const int pv = __shfl_sync(HG_FULL, pre, lo + step - 1);
+                if (pv <= idx) lo += step;
+            }
+            const int pu = __shfl_sync(HG_FULL, pre, lo), cu_ = __shfl_sync(HG_FULL, cn, lo),
+                      su = __shfl_sync(HG_FULL, st, lo);
+            if (idx >= total) continue;
+            const int s = su + idx - (pu - cu_);
+            const int id = a.pid[s];
+            if (id < 0 || id == skip) continue;
+            const float4 b = a.pk[s];
+            const float br = a.pr[s];
+            const float r2 = hg_r2(x.x, x.y, x.z, b.x, b.y, b.z);
+            const float dmin = __fadd_rn(sa.y, br);
+            const int bad = r2 < __fmul_rn(dmin, dmin) || r2 == 0.0f;
+            if (bad) {
+                if (id >= a.b0 && id < a.b0 + a.S) continue; /* a mate: the chain counts it */
+                if (r2 != 0.0f && is_t) overlap = 1;
+                else degenerate = 1;
+                continue;
+            }
+            const float inv = hg_inv(r2);
+            Sf += (double)__fmul_rn(__fmul_rn(sa.z, b.w), inv);
+            Phid += (double)fabsf(b.w) * (double)inv;
+            ++nd;
+        }
+    }
+    /* particles waiting in the overflow list, when their leaf is near */
+    const int nov = *a.novf;
+    for (int e = lane; e < nov && !err; e += 32) {
+        const int id = a.ovf[e];
+        if (id < 0 || id == skip) continue;
+        const unsigned lf = (unsigned)a.leafof[id];
+        int in = 0;
+        for (int u = 0; u < nnear && !in; ++u) in = nearl[u] == lf;
+        if (!in) continue;
+        const float4 b = a.pos[id];
+        const float4 sb = a.prm.sp[coulomb_hs_species(b.w)];
+        const float r2 = hg_r2(x.x, x.y, x.z, b.x, b.y, b.z);
+        const float dmin = __fadd_rn(sa.y, sb.y);
+        if (r2 < __fmul_rn(dmin, dmin) || r2 == 0.0f) {
+            if (id >= a.b0 && id < a.b0 + a.S) continue;
+            if (r2 != 0.0f && is_t) overlap = 1;
+            else degenerate = 1;
+            continue;
+        }
+        const float inv = hg_inv(r2);
+        Sf += (double)__fmul_rn(__fmul_rn(sa.z, sb.x), inv);
+        Phid += (double)fabsf(sb.x) * (double)inv;
+        ++nd;
+    }
+    S = hg_wsum(S);
+    E = hg_wsum(E);
+    Phi = hg_wsum(Phi);
+    Phif = hg_wsum(Phif);
+    adds = hg_wsum(adds + (double)nd);
+    Sf = hg_wsum(Sf);
+    Phid = hg_wsum(Phid);
+    overlap = __any_sync(HG_FULL, overlap);
+    degenerate = __any_sync(HG_FULL, degenerate);
+    err = __any_sync(HG_FULL, err);
+    if (lane == 0) {
+        hg_point r;
+        r.Sf = Sf;
+        r.S = S;
+        r.E = E;
+        /* each near |z|/r from the float 1/r (within 1.5 ulp): widened 1e-6 */
+        r.Phi = Phi + Phid * (1.0 + 1e-6);
+        r.Phif = Phif;
+        r.adds = adds;
+        r.overlap = overlap;
+        r.degenerate = degenerate;
+        a.pts[p] = r;
+        if (err) a.status->err = 1;
+    }
+}
+
+/* ---- the batch's trials, the mates' terms, the chain ---------------------- */
+
+extern "C" __global__ void hg_trials(hg_args a)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= a.S) return;
+    const float4 o = a.pos[a.b0 + k], u = a.rnd[a.b0 + k];
+    a.told[k] = o;
+    a.ttri[k] = brush_trial(o, u.x, u.y, u.z, a.step);
+}
+
+/* Thread k, chunk y of the partners j: k's terms against mate j at j's old
+ * place (A, in the enclosure's sum) and at j's trial (B): corr[j S + k] =
+ * B - A (the change to k's ΔE if j moves), flg = 1 when k's trial overlaps
+ * j's old place (k is rejected while j stays), 2 when it overlaps j's
+ * trial (k is rejected if j moved) */
+extern "C" __global__ void hg_tri(hg_args a)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    const int ch = blockIdx.y;
+    if (k >= a.S) return;
+    const int per = (a.S + HG_TRI_CHUNK - 1) / HG_TRI_CHUNK;
+    const int j0 = ch * per, j1 = min(a.S, j0 + per);
+    const float4 t = a.ttri[k], o = a.told[k];
+    const float4 sa = a.prm.sp[coulomb_hs_species(o.w)];
+    double abs = 0.0, sq = 0.0;
+    int nA = 0;
+    for (int j = j0; j < j1; ++j) {
+        const size_t at = (size_t)j * a.S + k;
+        if (j == k) {
+            a.corr[at] = 0.0;
+            a.flg[at] = 0;
+            continue;
+        }
+        const float4 oj = a.told[j], tj = a.ttri[j];
+        const float4 sb = a.prm.sp[coulomb_hs_species(oj.w)];
+        const float eto = hg_pair(sa.y, sa.z, t, oj, sb.x, sb.y), eoo = hg_pair(sa.y, sa.z, o, oj, sb.x, sb.y);
+        const float ett = hg_pair(sa.y, sa.z, t, tj, sb.x, sb.y), eot = hg_pair(sa.y, sa.z, o, tj, sb.x, sb.y);
+        const int fA = !isfinite(eto), fB = !isfinite(ett);
+        double c = 0.0;
+        if (isfinite(eoo) && isfinite(eot) && !fB)
+            c = ((double)ett - (double)eot) - ((fA ? 0.0 : (double)eto) - (double)eoo);
+        a.corr[at] = c;
+        sq += c * c;
+        a.flg[at] = (unsigned char)(fA | fB << 1);
+        nA += fA + (isfinite(eoo) ? 0 : (1 << 20));
+        abs += (fA ? 0.0 : fabs((double)eto)) + (isfinite(eoo) ? fabs((double)eoo) : 0.0) +
+               (fB ? 0.0 : fabs((double)ett)) + (isfinite(eot) ? fabs((double)eot) : 0.0);
+    }
+    a.tabs[(size_t)ch * a.S + k] = abs;
+    a.tsq[(size_t)ch * a.S + k] = sq;
+    a.tnA[(size_t)ch * a.S + k] = nA;
+}
+
+/* Thread k: the enclosure of ΔE_k at the batch's start (hierarchical.c's
+ * stage 0, the same terms), widened for what the chain adds: the mates'
+ * corrections (their reference rounding, κ Σ|terms|, and ours, one double
+ * rounding of the running sum per mate). */
+extern "C" __global__ void hg_prep(hg_args a)
+{
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= a.S) return;
+    const hg_point rt = a.pts[2 * k], ro = a.pts[2 * k + 1];
+    const float4 o = a.told[k], t = a.ttri[k];
+    const float u = a.rnd[a.b0 + k].w;
+    double absA = 0.0, sq = 0.0;
+    int nA = 0;
+    for (int c = 0; c < HG_TRI_CHUNK; ++c) {
+        absA += a.tabs[(size_t)c * a.S + k];
+        sq += a.tsq[(size_t)c * a.S + k];
+        nA += a.tnA[(size_t)c * a.S + k];
+    }
+    const double lz = (double)a.prm.sp[coulomb_hs_species(o.w)].z, alz = fabs(lz);
+    const double ref_float = 7.0 * 0x1p-24;
+    hg_trial r;
+    r.T = -log((double)u);
+    r.dT = 1e-12 * (1.0 + r.T);
+    r.est = (rt.Sf - ro.Sf) + lz * (rt.S - ro.S);
+    const double floor = alz * (ref_float * (rt.Phif + ro.Phif) + a.ksum * (rt.Phi + ro.Phi));
+    const double rest = alz * (rt.E + ro.E + (1e-9 + rt.adds * 0x1p-50) * rt.Phi + (1e-9 + ro.adds * 0x1p-50) * ro.Phi);
+    const double mates = a.ksum * absA + (double)(a.S + 1) * 0x1p-53 * (fabs(r.est) + absA);
+    r.absA = absA;
+    r.eps = a.bound_scale * (floor + rest + mates * (1.0 + 1e-6)) * (1.0 + 1e-9);
+    r.blocked = coulomb_hs_external(&a.prm, t) != 0.0f || rt.overlap;
+    r.degenerate = rt.degenerate || ro.degenerate || (nA >> 20) != 0;
+    r.nA = nA & 0xfffff;
+    r.pad = 0;
+    a.tr[k] = r;
+    /* undecided at the batch's start, or near enough that the accepted
+     * mates' changes (about sqrt(Σ corr²/2) for half of them accepted;
+     * three times that) may leave it undecided: an exact pass now, in
+     * parallel with the others, instead of a stop of the chain (a guess:
+     * a trial it misses only costs a stop) */
+    const double margin = 3.0 * sqrt(0.5 * sq);
+    const double hi = r.est + r.eps + margin, lo = r.est - r.eps - margin;
+    a.spec[k] = !r.blocked && !r.degenerate && r.nA == 0 && !(hi <= 0.0 || hi <= r.T - r.dT || lo >= r.T + r.dT);
+}
+
+/* One block of S threads: the trials flagged by hg_prep, listed in order */
+extern "C" __global__ void hg_spec_list(hg_args a)
+{
+    __shared__ int sc[HG_MAX_BATCH];
+    const int k = threadIdx.x, nt = blockDim.x;
+    const int f = k < a.S ? a.spec[k] : 0;
+    sc[k] = f;
+    __syncthreads();
+    for (int h = 1; h < nt; h <<= 1) {
+        const int v = k >= h ? sc[k - h] : 0;
+        __syncthreads();
+        sc[k] += v;
+        __syncthreads();
+    }
+    if (f) a.slist[sc[k] - 1] = k;
+    if (k == nt - 1) *a.nslist = sc[k];
+}
+
+/* The speculative exact passes: work item w is chunk w % HG_SPEC_CHUNK of
+ * the particles for listed trial w / HG_SPEC_CHUNK, against every particle
+ * where it is at the batch's start (the mates' changes come from hg_tri);
+ * a block's partial sums, in a fixed order */
+extern "C" __global__ void hg_spec(hg_args a)
+{
+    __shared__ double ss[256], sa2[256];
+    __shared__ int sb[256];
+    const int items = *a.nslist * HG_SPEC_CHUNK;
+    const int per = (a.n + HG_SPEC_CHUNK - 1) / HG_SPEC_CHUNK;
+    for (int w = blockIdx.x; w < items; w += gridDim.x) {
+        const int k = a.slist[w / HG_SPEC_CHUNK], c = w % HG_SPEC_CHUNK;
+        const float4 t = a.ttri[k], o = a.told[k];
+        const float4 sa = a.prm.sp[coulomb_hs_species(o.w)];
+        const int skip = a.b0 + k, i1 = min(a.n, (c + 1) * per);
+        double sum = 0.0, abs = 0.0;
+        int bad = 0;
+        for (int i = c * per + threadIdx.x; i < i1; i += blockDim.x) {
+            if (i == skip) continue;
+            const float4 b = a.pos[i];
+            const float4 sp = a.prm.sp[coulomb_hs_species(b.w)];
+            const float rt2 = hg_r2(t.x, t.y, t.z, b.x, b.y, b.z), ro2 = hg_r2(o.x, o.y, o.z, b.x, b.y, b.z);
+            const float dmin = __fadd_rn(sa.y, sp.y), dm2 = __fmul_rn(dmin, dmin);
+            bad |= rt2 < dm2 || ro2 < dm2 || rt2 == 0.0f || ro2 == 0.0f;
+            const float cc = __fmul_rn(sa.z, sp.x);
+            const double d = (double)__fmul_rn(cc, hg_inv(rt2)) - (double)__fmul_rn(cc, hg_inv(ro2));
+            sum += d;
+            abs += fabs(d);
+        }
+        const int t_ = threadIdx.x;
+        ss[t_] = sum;
+        sa2[t_] = abs;
+        sb[t_] = bad;
+        __syncthreads();
+        for (int h = blockDim.x / 2; h; h >>= 1) {
+            if (t_ < h) {
+                ss[t_] += ss[t_ + h];
+                sa2[t_] += sa2[t_ + h];
+                sb[t_] |= sb[t_ + h];
+            }
+            __syncthreads();
+        }
+        if (t_ == 0) {
+            a.xsp[3 * (size_t)w] = ss[0];
+            a.xsp[3 * (size_t)w + 1] = sa2[0];
+            a.xsp[3 * (size_t)w + 2] = (double)sb[0];
+        }
+        __syncthreads();
+    }
+}
+
+/* Thread e: listed trial e's sums from its chunks, in order */
+extern "C" __global__ void hg_spec_final(hg_args a)
+{
+    const int e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= *a.nslist) return;
+    const int k = a.slist[e];
+    double sum = 0.0, abs = 0.0, bad = 0.0;
+    for (int c = 0; c < HG_SPEC_CHUNK; ++c) {
+        const double *x = a.xsp + 3 * ((size_t)e * HG_SPEC_CHUNK + c);
+        sum += x[0];
+        abs += x[1];
+        bad += x[2];
+    }
+    a.xs[3 * (size_t)k] = sum;
+    a.xs[3 * (size_t)k + 1] = abs;
+    a.xs[3 * (size_t)k + 2] = bad;
+}
+
+/* One block of S threads (rounded up to 32), thread k the k-th trial: the
+ * decisions in index order, from `from`.  Each step: the deciding thread
+ * applies hierarchical.c's rule to its running sum; on acceptance every
+ * later thread adds mate j's exact change.  An undecided trial stops the
+ * chain (its state kept in vstate / nstate) for the exact pass. */
+extern "C" __global__ void hg_chain(hg_args a, int from)
+{
+    __shared__ int sdec[2];
+    const int k = threadIdx.x, in = k < a.S;
+    double v = 0.0; /* Σ of the accepted mates' changes */
+    int nA = 0, nB = 0, spec = 0;
+    hg_trial tr;
+    if (in) {
+        tr = a.tr[k];
+        spec = a.spec[k];
+        if (from == 0) {
+            nA = tr.nA;
+        } else {
+            v = a.vstate[k];
+            nA = a.nstate[k];
+            nB = a.nstate[a.S + k];
+        }
+    }
+    hg_status *st = a.status;
+    const int preset = st->preset;
+    int decided0 = 0, decided1 = 0;
+    for (int j = from; j < a.S; ++j) {
+        double cj = 0.0;
+        unsigned char fj = 0;
+        if (in && k > j) {
+            cj = a.corr[(size_t)j * a.S + k];
+            fj = a.flg[(size_t)j * a.S + k];
+        }
+        if (k == j) {
+            int d;
+            double de = v;
+            if (j == from && preset >= 0) {
+                d = preset;
+                de = st->preset_de;
+            } else if (tr.blocked || nA > 0 || nB > 0) {
+                d = 0;
+                ++decided0;
+            } else if (tr.degenerate) {
+                d = 2;
+            } else {
+                de = tr.est + v;
+                const double hi = de + tr.eps, lo = de - tr.eps;
+                d = (hi <= 0.0 || hi <= tr.T - tr.dT) ? 1 : (lo >= tr.T + tr.dT) ? 0 : 2;
+                if (d != 2) {
+                    ++decided0;
+                } else if (spec && a.xs[3 * (size_t)k + 2] == 0.0) {
+                    /* the speculative exact pass: every partner's
+                     * reference term at the batch's start, plus the mates'
+                     * exact changes; both sums within κ Σ|terms| of the
+                     * exact ones, ours also within one rounding per mate */
+                    const double X = a.xs[3 * (size_t)k], absX = a.xs[3 * (size_t)k + 1];
+                    const double absA = tr.absA;
+                    const double w = X + v;
+                    const double ex = a.bound_scale * (2.0 * a.ksum * (absX + absA) * (1.0 + 1e-6) +
+                                                       (double)(a.S + 2) * 0x1p-53 * (fabs(X) + absA));
+                    d = (w + ex <= 0.0 || w + ex <= tr.T - tr.dT) ? 1 : (w - ex >= tr.T + tr.dT) ? 0 : 2;
+                    if (d != 2) {
+                        de = w;
+                        ++decided1;
+                    }
+                }
+            }
+            if (d == 1) {
+                a.pos[a.b0 + j] = a.ttri[j];
+                a.dE[j] = de;
+            }
+            if (d != 2) a.acc[j] = (unsigned char)d;
+            sdec[j & 1] = d;
+        }
+        __syncthreads();
+        const int d = sdec[j & 1];
+        if (d == 2) {
+            if (in) {
+                a.vstate[k] = v;
+                a.nstate[k] = nA;
+                a.nstate[a.S + k] = nB;
+            }
+            if (decided0) atomicAdd(&st->decided[0], decided0);
+            if (decided1) atomicAdd(&st->decided[1], decided1);
+            if (k == 0) {
+                st->stop = j;
+                st->preset = -1;
+            }
+            return;
+        }
+        if (d == 1 && k > j && in) {
+            v += cj;
+            nA -= fj & 1;
+            nB += (fj >> 1) & 1;
+        }
+    }
+    if (decided0) atomicAdd(&st->decided[0], decided0);
+    if (decided1) atomicAdd(&st->decided[1], decided1);
+    if (k == 0) {
+        st->stop = a.S;
+        st->preset = -1;
+    }
+}
+
+/* ---- the exact pass: trial `k` against every particle where it is now ---- */
+
+extern "C" __global__ void hg_exact(hg_args a, int k)
+{
+    __shared__ double ss[256], sa2[256];
+    __shared__ int sb[256];
+    const float4 t = a.ttri[k], o = a.told[k];
+    const float4 sa = a.prm.sp[coulomb_hs_species(o.w)];
+    const int skip = a.b0 + k;
+    double sum = 0.0, abs = 0.0;
+    int bad = 0;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
+        if (i == skip) continue;
+        const float4 b = a.pos[i];
+        const float4 sp = a.prm.sp[coulomb_hs_species(b.w)];
+        const float rt2 = hg_r2(t.x, t.y, t.z, b.x, b.y, b.z), ro2 = hg_r2(o.x, o.y, o.z, b.x, b.y, b.z);
+        const float dmin = __fadd_rn(sa.y, sp.y), dm2 = __fmul_rn(dmin, dmin);
+        bad |= rt2 < dm2 || ro2 < dm2 || rt2 == 0.0f || ro2 == 0.0f;
+        const float c = __fmul_rn(sa.z, sp.x);
+        const double d = (double)__fmul_rn(c, hg_inv(rt2)) - (double)__fmul_rn(c, hg_inv(ro2));
+        sum += d;
+        abs += fabs(d);
+    }
+    const int t_ = threadIdx.x;
+    ss[t_] = sum;
+    sa2[t_] = abs;
+    sb[t_] = bad;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h; h >>= 1) {
+        if (t_ < h) {
+            ss[t_] += ss[t_ + h];
+            sa2[t_] += sa2[t_ + h];
+            sb[t_] |= sb[t_ + h];
+        }
+        __syncthreads();
+    }
+    if (t_ == 0) {
+        a.xpart[blockIdx.x] = ss[0];
+        a.xpart[gridDim.x + blockIdx.x] = sa2[0];
+        a.xbad[blockIdx.x] = sb[0];
+    }
+}
+
+/* One thread: the exact pass's decision (hierarchical.c's rule); what it
+ * cannot decide is left to the host's reference (status->exact_bad). */
+extern "C" __global__ void hg_exact_decide(hg_args a, int k, int blocks)
+{
+    if (threadIdx.x || blockIdx.x) return;
+    double sum = 0.0, abs = 0.0;
+    int bad = 0;
+    for (int b = 0; b < blocks; ++b) {
+        sum += a.xpart[b];
+        abs += a.xpart[blocks + b];
+        bad |= a.xbad[b];
+    }
+    hg_status *st = a.status;
+    st->exact_sum = sum;
+    st->exact_abs = abs;
+    st->exact_bad = 0;
+    st->preset = -1;
+    if (bad) {
+        st->exact_bad = 1;
+        return;
+    }
+    const hg_trial tr = a.tr[k];
+    const double eps = a.bound_scale * 2.0 * a.ksum * abs * (1.0 + 1e-6);
+    if (sum + eps <= 0.0 || sum + eps <= tr.T - tr.dT) st->preset = 1;
+    else if (sum - eps >= tr.T + tr.dT) st->preset = 0;
+    if (st->preset < 0) {
+        st->exact_bad = 2;
+        return;
+    }
+    st->preset_de = sum;
+    st->decided[2]++;
+}

@@ -1,0 +1,171 @@
+/* test_hierarchical_gpu — the hierarchical sampler's CUDA path makes the
+ * CPU's decisions (label gpu; "skipped: no CUDA device" without one):
+ *   same chain   with one seed, the CUDA path and the sequential reference
+ *                (brush's CPU loop; at N = 65,536 the CPU hierarchical
+ *                sampler, which test_hierarchical holds to that reference)
+ *                accept the same moves in every cycle and end at the same
+ *                positions, bit for bit: N = 4096 at the paper's density and
+ *                dense (close decisions), 20 cycles; N = 65,536, 5 cycles;
+ *                a coarse enclosure (order 1, small batches) where the
+ *                chain stops for the exact pass many times;
+ *   broken bound bound_scale = 0 parts the dense chain: the test can fail;
+ *   energy       the running energy stays the recomputed one;
+ *   reproducible two CUDA runs give the same bits, energy included. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "metro/plugin.h"
+#include "testutil.h"
+
+static void ini_electrolyte(char *buf, size_t len, int seed, int n, double R, const char *sampler)
+{
+    snprintf(buf, len,
+             "[run]\nseed = %d\nsweeps = 0\nequilibration = 0\n\n[system]\nparticles = %d\n\n"
+             "[potential]\nplugin = coulomb_hs\nvalences = 3, -1\ndiameters = 7.5\ncell_radius = %g\n"
+             "bjerrum = 7.117\nthreads = %d\n\n[sampler]\n%s\n",
+             seed, n, R, n > 20000 ? 0 : 1, sampler);
+}
+
+typedef struct chain {
+    long long *acc;
+    metro_float4 *pos;
+    double energy, fresh;
+} chain;
+
+static chain run_chain(const char *ini, const char *device, int n, int cycles)
+{
+    metro_sim *sim = metro_test_sim(ini, device, NULL, 0);
+    metro_error err = {0};
+    chain c;
+    c.acc = calloc((size_t)cycles, sizeof *c.acc);
+    long long prev = 0;
+    for (int k = 0; k < cycles; ++k) {
+        ck_assert_msg(metro_sim_advance(sim, 1, &err) == METRO_OK, "%s", err.msg);
+        const metro_state *st = metro_sim_state(sim, &err);
+        ck_assert_msg(st != NULL, "%s", err.msg);
+        c.acc[k] = st->accepted[0] - prev;
+        prev = st->accepted[0];
+    }
+    const metro_state *st = metro_sim_state(sim, &err);
+    c.pos = malloc((size_t)n * sizeof *c.pos);
+    memcpy(c.pos, st->pos, (size_t)n * sizeof *c.pos);
+    c.energy = st->energy[0];
+    c.fresh = n <= 70000 ? metro_sim_total_energy(sim, 0, &err) : NAN;
+    metro_sim_destroy(sim);
+    return c;
+}
+
+static void free_chain(chain *c)
+{
+    free(c->acc);
+    free(c->pos);
+}
+
+/* The reference (device "cpu", sampler ref with opts) against the CUDA
+ * path (opts and hopts) */
+static int same(int n, double R, int cycles, const char *ref_sampler, const char *opts, const char *hopts,
+                int expect_same)
+{
+    char ref[2048], gpu[2048], s1[512], s2[512];
+    snprintf(s1, sizeof s1, "plugin = %s\n%s", ref_sampler, opts);
+    snprintf(s2, sizeof s2, "plugin = hierarchical\n%s\n%s", opts, hopts);
+    ini_electrolyte(ref, sizeof ref, 21, n, R, s1);
+    ini_electrolyte(gpu, sizeof gpu, 21, n, R, s2);
+    chain a = run_chain(ref, "cpu", n, cycles), b = run_chain(gpu, "cuda", n, cycles);
+    int same_acc = 1, bad = 0;
+    long long tot = 0;
+    for (int k = 0; k < cycles; ++k) {
+        same_acc &= a.acc[k] == b.acc[k];
+        tot += a.acc[k];
+    }
+    for (int i = 0; i < n; ++i) {
+        bad += fabsf(a.pos[i].x - b.pos[i].x) > 1e-4f;
+        bad += fabsf(a.pos[i].y - b.pos[i].y) > 1e-4f;
+        bad += fabsf(a.pos[i].z - b.pos[i].z) > 1e-4f;
+    }
+    const int bits = memcmp(a.pos, b.pos, (size_t)n * sizeof *a.pos) == 0;
+    printf("N = %d, R = %g, %s vs CUDA [%s %s]: %lld of %lld accepted; %s, %d coordinates apart, %s\n", n, R, ref_sampler,
+           opts, hopts, tot, (long long)n * cycles, same_acc ? "same acceptances" : "OTHER acceptances", bad,
+           bits ? "positions equal bit for bit" : "positions differ");
+    if (expect_same) {
+        ck_assert_msg(same_acc, "acceptance sequences differ");
+        ck_assert_msg(bad == 0, "%d coordinates differ by more than 1e-4", bad);
+        ck_assert(bits);
+        ck_assert_msg(tot > n / 20, "too few acceptances (%lld) to mean anything", tot);
+        if (!isnan(b.fresh)) {
+            printf("  CUDA running energy %.10g, recomputed %.10g (relative %.3g)\n", b.energy, b.fresh,
+                   fabs(b.energy - b.fresh) / fmax(fabs(b.fresh), (double)n));
+            ck_assert_msg(fabs(b.energy - b.fresh) < 2e-5 * fmax(fabs(b.fresh), (double)n), "running %.12g fresh %.12g",
+                          b.energy, b.fresh);
+        }
+    }
+    const int parted = !same_acc || !bits;
+    free_chain(&a);
+    free_chain(&b);
+    return parted;
+}
+
+START_TEST(same_chain_dilute_4096)
+{
+    same(4096, 598.0, 20, "brush", "step = 0", "", 1);
+}
+END_TEST
+
+START_TEST(same_chain_dense_4096)
+{
+    same(4096, 110.0, 20, "brush", "step = 6", "", 1);
+}
+END_TEST
+
+START_TEST(same_chain_coarse_small_batches)
+{
+    /* order 1 and wide cells: most moves need the exact pass, so the chain
+     * stops and resumes inside almost every batch of 64 */
+    same(2048, 90.0, 10, "brush", "step = 6", "order = 1\norder_refine = 1\ntheta = 0.8\nbatch = 64", 1);
+}
+END_TEST
+
+START_TEST(same_chain_65536)
+{
+    /* the paper's density: R = 598 (65536 / 4096)^(1/3) */
+    same(65536, 598.0 * cbrt(16.0), 5, "hierarchical", "step = 0", "", 1);
+}
+END_TEST
+
+START_TEST(broken_bound_is_caught)
+{
+    ck_assert_msg(same(4096, 110.0, 5, "brush", "step = 6", "bound_scale = 0", 0),
+                  "with no error bound the CUDA chain still equals the reference: the comparison cannot fail");
+}
+END_TEST
+
+START_TEST(reproducible)
+{
+    char ini[2048];
+    ini_electrolyte(ini, sizeof ini, 5, 8192, 110.0 * 2.0, "plugin = hierarchical\nstep = 8\nbatch = 256");
+    chain a = run_chain(ini, "cuda", 8192, 4), b = run_chain(ini, "cuda", 8192, 4);
+    ck_assert(memcmp(a.pos, b.pos, 8192 * sizeof *a.pos) == 0);
+    ck_assert_msg(a.energy == b.energy, "running energies %.17g and %.17g", a.energy, b.energy);
+    for (int k = 0; k < 4; ++k) ck_assert(a.acc[k] == b.acc[k]);
+    free_chain(&a);
+    free_chain(&b);
+}
+END_TEST
+
+int main(void)
+{
+    METRO_TEST_REQUIRE_GPU();
+    Suite *s = suite_create("hierarchical_gpu");
+    TCase *tc = tcase_create("cuda");
+    tcase_set_timeout(tc, 1200);
+    tcase_add_test(tc, same_chain_dilute_4096);
+    tcase_add_test(tc, same_chain_dense_4096);
+    tcase_add_test(tc, same_chain_coarse_small_batches);
+    tcase_add_test(tc, broken_bound_is_caught);
+    tcase_add_test(tc, reproducible);
+    tcase_add_test(tc, same_chain_65536);
+    suite_add_tcase(s, tc);
+    return metro_test_main(s);
+}
