@@ -776,6 +776,56 @@ extern "C" __global__ void hg_prep(hg_args a)
     a.spec[k] = !r.blocked && !r.degenerate && r.nA == 0 && !(hi <= 0.0 || hi <= r.T - r.dT || lo >= r.T + r.dT);
 }
 
+/* A block's share of trial k's exact pass: the reference's float terms of
+ * its trial and old place against particles i0 + threadIdx.x, then every
+ * `step`-th, below i1 (k itself left out), summed per thread and then in a
+ * fixed tree; thread 0 gets Σ d_j, Σ|d_j| and whether a distance was 0 or
+ * a hard core overlapped. */
+static __device__ void hg_exact_part(const hg_args *a, int k, int i0, int i1, int step, double *sum_out,
+                                     double *abs_out, int *bad_out)
+{
+    __shared__ double ss[256], sa2[256];
+    __shared__ int sb[256];
+    const float4 t = a->ttri[k], o = a->told[k];
+    const float4 sa = a->prm.sp[coulomb_hs_species(o.w)];
+    const int skip = a->b0 + k;
+    double sum = 0.0, abs = 0.0;
+    int bad = 0;
+    for (int i = i0 + (int)threadIdx.x; i < i1; i += step) {
+        if (i == skip) continue;
+        const float4 b = a->pos[i];
+        const float4 sp = a->prm.sp[coulomb_hs_species(b.w)];
+        const float rt2 = hg_r2(t.x, t.y, t.z, b.x, b.y, b.z), ro2 = hg_r2(o.x, o.y, o.z, b.x, b.y, b.z);
+        const float dmin = __fadd_rn(sa.y, sp.y), dm2 = __fmul_rn(dmin, dmin);
+        bad |= rt2 < dm2 || ro2 < dm2 || rt2 == 0.0f || ro2 == 0.0f;
+        const float c = __fmul_rn(sa.z, sp.x);
+        const double d = (double)__fmul_rn(c, hg_inv(rt2)) - (double)__fmul_rn(c, hg_inv(ro2));
+        sum += d;
+        abs += fabs(d);
+    }
+    const int t_ = threadIdx.x;
+    ss[t_] = sum;
+    sa2[t_] = abs;
+    sb[t_] = bad;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h; h >>= 1) {
+        if (t_ < h) {
+            ss[t_] += ss[t_ + h];
+            sa2[t_] += sa2[t_ + h];
+            sb[t_] |= sb[t_ + h];
+        }
+        __syncthreads();
+    }
+    if (t_ == 0) {
+        *sum_out = ss[0];
+        *abs_out = sa2[0];
+        *bad_out = sb[0];
+    }
+    __syncthreads(); /* the arrays are free again */
+}
+
+/* ---- the exact pass: trial `k` against every particle where it is now ---- */
+
 /* One block of S threads: the trials flagged by hg_prep, listed in order */
 extern "C" __global__ void hg_spec_list(hg_args a)
 {
@@ -800,48 +850,18 @@ extern "C" __global__ void hg_spec_list(hg_args a)
  * a block's partial sums, in a fixed order */
 extern "C" __global__ void hg_spec(hg_args a)
 {
-    __shared__ double ss[256], sa2[256];
-    __shared__ int sb[256];
     const int items = *a.nslist * HG_SPEC_CHUNK;
     const int per = (a.n + HG_SPEC_CHUNK - 1) / HG_SPEC_CHUNK;
     for (int w = blockIdx.x; w < items; w += gridDim.x) {
         const int k = a.slist[w / HG_SPEC_CHUNK], c = w % HG_SPEC_CHUNK;
-        const float4 t = a.ttri[k], o = a.told[k];
-        const float4 sa = a.prm.sp[coulomb_hs_species(o.w)];
-        const int skip = a.b0 + k, i1 = min(a.n, (c + 1) * per);
         double sum = 0.0, abs = 0.0;
         int bad = 0;
-        for (int i = c * per + threadIdx.x; i < i1; i += blockDim.x) {
-            if (i == skip) continue;
-            const float4 b = a.pos[i];
-            const float4 sp = a.prm.sp[coulomb_hs_species(b.w)];
-            const float rt2 = hg_r2(t.x, t.y, t.z, b.x, b.y, b.z), ro2 = hg_r2(o.x, o.y, o.z, b.x, b.y, b.z);
-            const float dmin = __fadd_rn(sa.y, sp.y), dm2 = __fmul_rn(dmin, dmin);
-            bad |= rt2 < dm2 || ro2 < dm2 || rt2 == 0.0f || ro2 == 0.0f;
-            const float cc = __fmul_rn(sa.z, sp.x);
-            const double d = (double)__fmul_rn(cc, hg_inv(rt2)) - (double)__fmul_rn(cc, hg_inv(ro2));
-            sum += d;
-            abs += fabs(d);
+        hg_exact_part(&a, k, c * per, min(a.n, (c + 1) * per), blockDim.x, &sum, &abs, &bad);
+        if (threadIdx.x == 0) {
+            a.xsp[3 * (size_t)w] = sum;
+            a.xsp[3 * (size_t)w + 1] = abs;
+            a.xsp[3 * (size_t)w + 2] = (double)bad;
         }
-        const int t_ = threadIdx.x;
-        ss[t_] = sum;
-        sa2[t_] = abs;
-        sb[t_] = bad;
-        __syncthreads();
-        for (int h = blockDim.x / 2; h; h >>= 1) {
-            if (t_ < h) {
-                ss[t_] += ss[t_ + h];
-                sa2[t_] += sa2[t_ + h];
-                sb[t_] |= sb[t_ + h];
-            }
-            __syncthreads();
-        }
-        if (t_ == 0) {
-            a.xsp[3 * (size_t)w] = ss[0];
-            a.xsp[3 * (size_t)w + 1] = sa2[0];
-            a.xsp[3 * (size_t)w + 2] = (double)sb[0];
-        }
-        __syncthreads();
     }
 }
 
@@ -967,46 +987,15 @@ extern "C" __global__ void hg_chain(hg_args a, int from)
     }
 }
 
-/* ---- the exact pass: trial `k` against every particle where it is now ---- */
-
 extern "C" __global__ void hg_exact(hg_args a, int k)
 {
-    __shared__ double ss[256], sa2[256];
-    __shared__ int sb[256];
-    const float4 t = a.ttri[k], o = a.told[k];
-    const float4 sa = a.prm.sp[coulomb_hs_species(o.w)];
-    const int skip = a.b0 + k;
     double sum = 0.0, abs = 0.0;
     int bad = 0;
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < a.n; i += gridDim.x * blockDim.x) {
-        if (i == skip) continue;
-        const float4 b = a.pos[i];
-        const float4 sp = a.prm.sp[coulomb_hs_species(b.w)];
-        const float rt2 = hg_r2(t.x, t.y, t.z, b.x, b.y, b.z), ro2 = hg_r2(o.x, o.y, o.z, b.x, b.y, b.z);
-        const float dmin = __fadd_rn(sa.y, sp.y), dm2 = __fmul_rn(dmin, dmin);
-        bad |= rt2 < dm2 || ro2 < dm2 || rt2 == 0.0f || ro2 == 0.0f;
-        const float c = __fmul_rn(sa.z, sp.x);
-        const double d = (double)__fmul_rn(c, hg_inv(rt2)) - (double)__fmul_rn(c, hg_inv(ro2));
-        sum += d;
-        abs += fabs(d);
-    }
-    const int t_ = threadIdx.x;
-    ss[t_] = sum;
-    sa2[t_] = abs;
-    sb[t_] = bad;
-    __syncthreads();
-    for (int h = blockDim.x / 2; h; h >>= 1) {
-        if (t_ < h) {
-            ss[t_] += ss[t_ + h];
-            sa2[t_] += sa2[t_ + h];
-            sb[t_] |= sb[t_ + h];
-        }
-        __syncthreads();
-    }
-    if (t_ == 0) {
-        a.xpart[blockIdx.x] = ss[0];
-        a.xpart[gridDim.x + blockIdx.x] = sa2[0];
-        a.xbad[blockIdx.x] = sb[0];
+    hg_exact_part(&a, k, blockIdx.x * blockDim.x, a.n, gridDim.x * blockDim.x, &sum, &abs, &bad);
+    if (threadIdx.x == 0) {
+        a.xpart[blockIdx.x] = sum;
+        a.xpart[gridDim.x + blockIdx.x] = abs;
+        a.xbad[blockIdx.x] = bad;
     }
 }
 
