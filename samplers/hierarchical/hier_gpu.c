@@ -100,16 +100,7 @@ static void tables(const hier_gpu *g, double *tab, double *unit)
     fact[0] = 1.0;
     for (int k = 1; k < 2 * HIER_MAX_DEG + 2; ++k) fact[k] = fact[k - 1] * (double)k;
     memset(tab, 0, HG_T_SIZE * sizeof *tab);
-    for (int n = 0; n <= pm; ++n) {
-        tab[HG_T_IC1 + n] = 2.0 * n - 1.0;
-        for (int m = 0; m <= n; ++m) {
-            const double den = (double)((n - m) * (n + m));
-            tab[HG_T_RC1 + n * HG_TD + m] = n > m ? (2.0 * n - 1.0) / den : 0.0;
-            tab[HG_T_RC2 + n * HG_TD + m] = n > m ? 1.0 / den : 0.0;
-            tab[HG_T_IC2 + n * HG_TD + m] = (double)((n + m - 1) * (n - m - 1));
-            tab[HG_T_GW + n * HG_TD + m] = fact[n - m] * fact[n + m] * (m ? 2.0 : 1.0);
-        }
-    }
+    hier_factors(pm, tab + HG_T_IC1, tab + HG_T_IC2, tab + HG_T_RC1, tab + HG_T_RC2, tab + HG_T_GW);
     const int fs = g->a.fstride;
     for (int l = 0; l < (g->a.L > 1 ? g->a.L : 1); ++l) {
         double *sc = unit + (size_t)l * 2 * fs, *inv = sc + fs;

@@ -26,6 +26,7 @@
 #include "metro/hd.h"
 
 #include "coulomb_hs.h"
+#include "hier_math.h"
 #include "hier_tree.h"
 
 /* Trials per batch: one thread each in the decision chain's block. */
@@ -51,7 +52,7 @@
 
 /* The table of factors (hier_tree.c, build_tables), one array:
  * ic1[n], then ic2, rc1, rc2, gw each [n][m] with row HIER_MAX_DEG + 1 */
-#define HG_TD (HIER_MAX_DEG + 1)
+#define HG_TD HIER_TD
 #define HG_T_IC1 0
 #define HG_T_IC2 (HG_TD)
 #define HG_T_RC1 (HG_TD + HG_TD * HG_TD)

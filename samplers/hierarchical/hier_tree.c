@@ -1,6 +1,7 @@
 /* hier_tree.c — the octree of hier_tree.h: lists, moments, and the
  * enclosure of the potential at a point (DESIGN.md, "The error bound"). */
 #include "hier_tree.h"
+#include "hier_math.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -31,23 +32,8 @@ static size_t cells_of(const hier_tree *t, int l)
  * (hier_tree.h). */
 static void build_tables(hier_tree *t)
 {
-    const int pm = t->pm;
-    t->ncoef = (pm + 1) * (pm + 1);
-    double fact[2 * HIER_MAX_DEG + 2];
-    fact[0] = 1.0;
-    for (int k = 1; k < 2 * HIER_MAX_DEG + 2; ++k) fact[k] = fact[k - 1] * (double)k;
-    for (int n = 0; n <= pm; ++n) {
-        t->ic1[n] = 2.0 * n - 1.0;
-        for (int m = 0; m <= n; ++m) {
-            /* R_n^m = ((2n-1) s_z R_{n-1}^m - |s|^2 R_{n-2}^m) / ((n-m)(n+m)) */
-            const double den = (double)((n - m) * (n + m));
-            t->rc1[n][m] = n > m ? (2.0 * n - 1.0) / den : 0.0;
-            t->rc2[n][m] = n > m ? 1.0 / den : 0.0;
-            /* I_n^m = ((2n-1) y_z I_{n-1}^m - (n+m-1)(n-m-1) I_{n-2}^m) / |y|^2 */
-            t->ic2[n][m] = (double)((n + m - 1) * (n - m - 1));
-            t->gw[n][m] = fact[n - m] * fact[n + m] * (m ? 2.0 : 1.0);
-        }
-    }
+    t->ncoef = (t->pm + 1) * (t->pm + 1);
+    hier_factors(t->pm, t->ic1, &t->ic2[0][0], &t->rc1[0][0], &t->rc2[0][0], &t->gw[0][0]);
 }
 
 int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_hs_params *prm, int p, int p_lo,
@@ -142,49 +128,12 @@ static inline double centre(const hier_tree *t, int l, int i)
     return -t->Rt + ((double)i + 0.5) * t->h[l];
 }
 
-/* The norms G_n of the degree-n moments from M (DESIGN.md, "The error
- * bound"): G_n^2 = Σ_m (n-|m|)!(n+|m|)! |M_n^|m||^2 over m = -n ... n, the
- * largest value of |Σ_j z_j s_j^n P_n(cos γ_j)| over all directions; and
- * from them the truncation bound's coefficients (trunc_bound):
- *   K_n = min(G_n (1 + 1e-6) + 1e-9 A rho^n, B'_(n-1)), n = 1 ... pm,
- *   K_(pm+1) = B'_pm,  B'_q = min(B_q (1 + 1e-6) + 1e-9 A rho^(q+1), A rho^(q+1)):
- * G_n and B_q are kept incrementally, so each is allowed 1e-6 relative and
- * 1e-9 A rho^n absolute for its drift, and capped by what bounds it
- * exactly (G_n <= Σ|z| s^n = B_(n-1) <= A rho^n). */
+/* The norms and truncation coefficients of a cell's block (hier_math.h,
+ * hier_norms; the moments are kept incrementally in doubles: no extra
+ * allowance beyond the drift's) */
 static void cell_norms(const hier_tree *t, int l, double *M)
 {
-    const int pm = t->pm;
-    const double A = M[0] > 0 ? M[0] : 0.0;
-    const double *B = M + t->boff;
-    double *G = M + t->goff, *K = M + 1;
-    const double *H = M + t->moff;
-    double g2[HIER_MAX_DEG + 1];
-    for (int n = 0; n <= pm; ++n) g2[n] = t->gw[n][0] * H[n * n] * H[n * n];
-    for (int m = 1; m <= pm; ++m) {
-        for (int n = m; n <= pm; ++n) {
-            const double re = H[n * n + 2 * m - 1], im = H[n * n + 2 * m];
-            g2[n] += t->gw[n][m] * (re * re + im * im);
-        }
-    }
-    for (int n = 0; n <= pm; ++n) G[n] = sqrt(g2[n]);
-    const double rho = t->rho[l];
-    double rn = 1.0; /* rho^n */
-    K[0] = A;
-    for (int n = 1; n <= pm + 1; ++n) {
-        rn *= rho;
-        const double geo = A * rn;
-        double b = B[n - 1] * (1.0 + 1e-6) + 1e-9 * geo;
-        if (b > geo) b = geo;
-        if (b < 0) b = 0;
-        if (n <= pm) {
-            double g = G[n] * (1.0 + 1e-6) + 1e-9 * geo;
-            K[n] = g < b ? g : b;
-        } else {
-            K[n] = b;
-        }
-        /* B'_(n-1) = Σ|z| s^n, n = 2 ... PHI_DEG + 1, for phi_bound */
-        if (n >= 2 && n <= HIER_PHI_DEG + 1) M[t->doff + 3 + (n - 2)] = b;
-    }
+    hier_norms(M, t->pm, t->doff, t->moff, t->boff, t->goff, &t->gw[0][0], t->rho[l], 0.0);
 }
 
 /* A particle a (with a sign) enters the moments of its cell at level l
@@ -595,50 +544,10 @@ static void direct(walk *w, size_t c)
     r->direct += m;
 }
 
-/* The expansion of one far cell at y = x - c to order q: with the moments
- * M_n^m (moments4) and the irregular solid harmonics of y,
- *   Σ_(n<=q) [M_n^0 I_n^0 + 2 Σ_(m>=1) Re(conj(M_n^m) I_n^m)],
- *   I_0^0 = 1/|y|,  I_m^m = (2m-1) (y_x + i y_y) / |y|^2 I_(m-1)^(m-1),
- *   I_n^m = ((2n-1) y_z I_(n-1)^m - (n+m-1)(n-m-1) I_(n-2)^m) / |y|^2,
- * column by column (the moments are laid out degree by degree: hier_tree.h). */
+/* The expansion of one far cell at y = x - c to order q (hier_math.h) */
 static double expand(const hier_tree *t, const double *H, const double y[3], double inv, int q)
 {
-    const double inv2 = inv * inv;
-    const double ux = y[0] * inv2, uy = y[1] * inv2, uz = y[2] * inv2;
-    double phi;
-    {
-        double i0 = inv, i1 = 0.0; /* I_n^0, I_(n-1)^0 */
-        double acc = H[0] * i0;
-        for (int n = 1; n <= q; ++n) {
-            const double in = t->ic1[n] * uz * i0 - t->ic2[n][0] * inv2 * i1;
-            i1 = i0;
-            i0 = in;
-            acc += H[n * n] * in;
-        }
-        phi = acc;
-    }
-    double mr = inv, mi = 0.0; /* I_m^m */
-    double acc2 = 0.0;
-    for (int m = 1; m <= q; ++m) {
-        const double f = 2.0 * m - 1.0;
-        const double nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
-        mr = nr;
-        mi = ni;
-        const double *cm = H + m * m + 2 * m - 1;
-        double ar = mr, ai = mi, br = 0.0, bi = 0.0;
-        double acc = cm[0] * ar + cm[1] * ai;
-        for (int n = m + 1; n <= q; ++n) {
-            const double c1 = t->ic1[n] * uz, c2 = t->ic2[n][m] * inv2;
-            const double xr = c1 * ar - c2 * br, xi = c1 * ai - c2 * bi;
-            br = ar;
-            bi = ai;
-            ar = xr;
-            ai = xi;
-            acc += H[n * n + 2 * m - 1] * ar + H[n * n + 2 * m] * ai;
-        }
-        acc2 += acc;
-    }
-    return phi + 2.0 * acc2;
+    return hier_expand(t->ic1, &t->ic2[0][0], H, y, inv, q);
 }
 
 /* expand() for four cells at once, lane by lane the same operations (so
@@ -710,52 +619,16 @@ static void far_expand(walk *w, const double *H, const double y[3], double v, in
     }
 }
 
-/* An upper bound of Σ_j |z_j| / |x - r_j| over a far cell (y = x - c, v =
- * 1/d, idr = 1/(d - rho)): the same Legendre series for the weights |z_j|,
- * whose degree-0 and degree-1 terms are known exactly (A / d and D·y / d^3,
- * D = Σ|z| s kept per cell), degrees 2 ... K bounded by Σ|z| s^n (|P_n|
- * <= 1), the rest per source by B_K / (d^(K+1) (d - rho)), K = min(PHI_DEG,
- * pm).
- * D is kept incrementally: allowed 1e-9 A rho of drift.  Never above the
- * cruder A / (d - rho) (each source at most rho from the centre), which it
- * replaces: at rho/d = 0.65 about 1.3 A/d instead of 2.9 A/d, and Phi sets
- * the floor of the enclosure (the reference's rounding, 7 float ulps of
- * it). */
+/* An upper bound of Σ_j |z_j| / |x - r_j| over a far cell, and its
+ * truncation bound at order q (hier_math.h) */
 static double phi_bound(const hier_tree *t, const double *M, const double y[3], double v, double idr, double rho)
 {
-    const double A = M[0] > 0 ? M[0] : 0.0;
-    const double *D = M + t->doff, *P = M + t->doff + 3;
-    const double v2 = v * v, v3 = v2 * v;
-    double ph = A * v + (D[0] * y[0] + D[1] * y[1] + D[2] * y[2]) * v3 + 1e-9 * A * rho * v2;
-    /* degrees 2 ... PHI_DEG: P[n-2] v^(n+1); the tail P[PHI_DEG-1] v^(PHI_DEG+1) idr */
-    /* K = min(PHI_DEG, pm) >= 2: the B_q are kept up to Σ|z| s^(pm+1) only */
-    const int K = t->phik;
-    double h = P[K - 1] * idr + P[K - 2]; /* the coefficient of v^(K+1) */
-    for (int n = K - 1; n >= 2; --n) h = P[n - 2] + v * h; /* down to that of v^3 */
-    ph += h * v3;
-    const double crude = A * idr;
-    return ph < crude ? ph : crude;
+    return hier_phi(M, t->doff, t->phik, y, v, idr, rho);
 }
 
-/* The truncation bound of a far cell (moments M, distance d > rho) at
- * order q (DESIGN.md, "The error bound"): the degrees q+1 ... pm through
- * their norms, |term_n| <= K_n / d^(n+1), the rest by Legendre's
- * per-source bound K_(pm+1) / (d^(pm+1) (d - rho)) (cell_norms), summed
- * by Horner in v = 1/d (all terms positive); idr = 1/(d - rho). */
 static double trunc_bound(const hier_tree *t, const double *M, double v, double idr, int q)
 {
-    const int pm = t->pm;
-    const double *K = M + 1;
-    if (q >= pm) { /* never with HIER_EXTRA >= 1: the tail alone */
-        double vp = v;
-        for (int n = 0; n < pm; ++n) vp *= v;
-        return vp * K[pm + 1] * idr;
-    }
-    double h = K[pm] + K[pm + 1] * idr; /* the coefficient of v^(pm+1) */
-    for (int n = pm - 1; n > q; --n) h = K[n] + v * h;
-    double vq = v * v; /* v^(q+2) */
-    for (int n = 0; n < q; ++n) vq *= v;
-    return vq * h;
+    return hier_trunc(M + 1, t->pm, v, idr, q);
 }
 
 /* Every leaf under cell (ix, iy, iz) of level l, directly. */

@@ -180,36 +180,10 @@ static __device__ void hg_finalize(const hg_args *a, long long cell, int l)
     M[0] = A;
     double *D = M + a->doff;
     for (int i = 0; i < 3; ++i) D[i] = (double)F[1 + i] * inv[1 + i];
-    double *B = M + a->boff, *H = M + a->moff, *G = M + a->goff, *K = M + 1;
+    double *B = M + a->boff, *H = M + a->moff;
     for (int q = 0; q <= pm; ++q) B[q] = (double)F[4 + q] * inv[4 + q];
     for (int k = 0; k < a->ncoef; ++k) H[k] = (double)F[5 + pm + k] * inv[5 + pm + k];
-    const double *gw = a->tab + HG_T_GW;
-    for (int n = 0; n <= pm; ++n) {
-        double g2 = gw[n * HG_TD] * H[n * n] * H[n * n];
-        for (int m = 1; m <= n; ++m) {
-            const double re = H[n * n + 2 * m - 1], im = H[n * n + 2 * m];
-            g2 += gw[n * HG_TD + m] * (re * re + im * im);
-        }
-        G[n] = sqrt(g2);
-    }
-    const double Ap = A > 0 ? A : 0.0;
-    const double rho = a->rho[l];
-    double rn = 1.0;
-    K[0] = Ap;
-    for (int n = 1; n <= pm + 1; ++n) {
-        rn *= rho;
-        const double geo = Ap * rn * (1.0 + 1e-9) + quant * rn;
-        double b = B[n - 1] * (1.0 + 1e-6) + 1e-9 * Ap * rn + quant * rn;
-        if (b > geo) b = geo;
-        if (b < 0) b = 0;
-        if (n <= pm) {
-            const double g = G[n] * (1.0 + 1e-6) + 1e-9 * Ap * rn + quant * rn;
-            K[n] = g < b ? g : b;
-        } else {
-            K[n] = b;
-        }
-        if (n >= 2 && n <= HIER_PHI_DEG + 1) M[a->doff + 3 + (n - 2)] = b;
-    }
+    hier_norms(M, pm, a->doff, a->moff, a->boff, a->goff, a->tab + HG_T_GW, a->rho[l], quant);
 }
 
 /* mode 0: every cell; mode 1: the cells the batch's accepted moves touched
@@ -407,69 +381,6 @@ extern "C" __global__ void hg_leaf_move(hg_args a)
 
 /* ---- the enclosure of a point: a warp walks the tree level by level ----- */
 
-/* hier_tree.c's expand, trunc_bound and phi_bound, one far cell */
-static __device__ double hg_expand(const double *tab, const double *H, const double y[3], double inv, int q)
-{
-    const double *ic1 = tab + HG_T_IC1, *ic2 = tab + HG_T_IC2;
-    const double inv2 = inv * inv;
-    const double ux = y[0] * inv2, uy = y[1] * inv2, uz = y[2] * inv2;
-    double i0 = inv, i1 = 0.0;
-    double phi = H[0] * i0;
-    for (int n = 1; n <= q; ++n) {
-        const double in = ic1[n] * uz * i0 - ic2[n * HG_TD] * inv2 * i1;
-        i1 = i0;
-        i0 = in;
-        phi += H[n * n] * in;
-    }
-    double mr = inv, mi = 0.0, acc2 = 0.0;
-    for (int m = 1; m <= q; ++m) {
-        const double f = 2.0 * m - 1.0;
-        const double nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
-        mr = nr;
-        mi = ni;
-        const double *cm = H + m * m + 2 * m - 1;
-        double ar = mr, ai = mi, br = 0.0, bi = 0.0;
-        double acc = cm[0] * ar + cm[1] * ai;
-        for (int n = m + 1; n <= q; ++n) {
-            const double c1 = ic1[n] * uz, c2 = ic2[n * HG_TD + m] * inv2;
-            const double xr = c1 * ar - c2 * br, xi = c1 * ai - c2 * bi;
-            br = ar;
-            bi = ai;
-            ar = xr;
-            ai = xi;
-            acc += H[n * n + 2 * m - 1] * ar + H[n * n + 2 * m] * ai;
-        }
-        acc2 += acc;
-    }
-    return phi + 2.0 * acc2;
-}
-
-static __device__ double hg_trunc(const hg_args *a, const double *M, double v, double idr, int q)
-{
-    const int pm = a->pm;
-    const double *K = M + 1;
-    double h = K[pm] + K[pm + 1] * idr;
-    for (int n = pm - 1; n > q; --n) h = K[n] + v * h;
-    double vq = v * v;
-    for (int n = 0; n < q; ++n) vq *= v;
-    return vq * h;
-}
-
-static __device__ double hg_phi(const hg_args *a, const double *M, const double y[3], double v, double idr,
-                                double rho)
-{
-    const double A = M[0] > 0 ? M[0] : 0.0;
-    const double *D = M + a->doff, *P = M + a->doff + 3;
-    const double v2 = v * v, v3 = v2 * v;
-    double ph = A * v + (D[0] * y[0] + D[1] * y[1] + D[2] * y[2]) * v3 + 1e-9 * A * rho * v2;
-    const int K = a->phik;
-    double h = P[K - 1] * idr + P[K - 2];
-    for (int n = K - 1; n >= 2; --n) h = P[n - 2] + v * h;
-    ph += h * v3;
-    const double crude = A * idr;
-    return ph < crude ? ph : crude;
-}
-
 static __device__ __forceinline__ double hg_wsum(double v)
 {
     for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(HG_FULL, v, o);
@@ -550,9 +461,9 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
                                     const double *M = a.blk + cell * a.stride;
                                     const double v = 1.0 / d, idr = 1.0 / (d - rho);
                                     const double extra = (double)cn * HG_FIX_SLACK;
-                                    S += hg_expand(a.tab, M + a.moff, y, v, q);
-                                    E += hg_trunc(&a, M, v, idr, q) + extra * idr;
-                                    const double phc = hg_phi(&a, M, y, v, idr, rho) + extra * v;
+                                    S += hier_expand(a.tab + HG_T_IC1, a.tab + HG_T_IC2, M + a.moff, y, v, q);
+                                    E += hier_trunc(M + 1, a.pm, v, idr, q) + extra * idr;
+                                    const double phc = hier_phi(M, a.doff, a.phik, y, v, idr, rho) + extra * v;
                                     Phi += phc;
                                     Phif += phc;
                                     adds += (double)((q + 1) * (q + 1));

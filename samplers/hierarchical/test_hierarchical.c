@@ -28,6 +28,7 @@
 #include "metro/plugin.h"
 #include "testutil.h"
 #include "two_ions.h"
+#include "hier_chain.h"
 
 /* ---- enclosure ------------------------------------------------------------ */
 
@@ -215,46 +216,6 @@ END_TEST
 
 /* ---- the same chain as brush --------------------------------------------- */
 
-/* A 3:-1 electrolyte of n ions in a cell of radius R; coulomb_hs on one
- * thread so the reference's sums (and this sampler's fallbacks) are
- * reproducible to the bit. */
-static void ini_electrolyte(char *buf, size_t len, int seed, int n, double R, const char *sampler)
-{
-    snprintf(buf, len,
-             "[run]\nseed = %d\nsweeps = 0\nequilibration = 0\n\n[system]\nparticles = %d\n\n"
-             "[potential]\nplugin = coulomb_hs\nvalences = 3, -1\ndiameters = 7.5\ncell_radius = %g\n"
-             "bjerrum = 7.117\nthreads = %d\n\n[sampler]\n%s\n",
-             seed, n, R, n > 20000 ? 0 : 1, sampler);
-}
-
-typedef struct chain {
-    long long *acc; /* per cycle */
-    metro_float4 *pos;
-    double energy, fresh;
-} chain;
-
-static chain run_chain(const char *ini, int n, int cycles)
-{
-    metro_sim *sim = metro_test_sim(ini, "cpu", NULL, 0);
-    metro_error err = {0};
-    chain c;
-    c.acc = calloc((size_t)cycles, sizeof *c.acc);
-    long long prev = 0;
-    for (int k = 0; k < cycles; ++k) {
-        ck_assert_msg(metro_sim_advance(sim, 1, &err) == METRO_OK, "%s", err.msg);
-        const metro_state *st = metro_sim_state(sim, &err);
-        c.acc[k] = st->accepted[0] - prev;
-        prev = st->accepted[0];
-    }
-    const metro_state *st = metro_sim_state(sim, &err);
-    c.pos = malloc((size_t)n * sizeof *c.pos);
-    memcpy(c.pos, st->pos, (size_t)n * sizeof *c.pos);
-    c.energy = st->energy[0];
-    c.fresh = metro_sim_total_energy(sim, 0, &err);
-    metro_sim_destroy(sim);
-    return c;
-}
-
 /* Number of coordinates that differ by more than 1e-4 Å, and whether the
  * acceptance sequences agree. */
 static int compare(const chain *a, const chain *b, int n, int cycles, int *same_acc)
@@ -271,11 +232,6 @@ static int compare(const chain *a, const chain *b, int n, int cycles, int *same_
     return bad;
 }
 
-static void free_chain(chain *c)
-{
-    free(c->acc);
-    free(c->pos);
-}
 
 static void same_chain(int n, double R, int cycles, const char *step, const char *extra)
 {
@@ -284,7 +240,7 @@ static void same_chain(int n, double R, int cycles, const char *step, const char
     snprintf(s2, sizeof s2, "plugin = hierarchical\n%s\n%s", step, extra ? extra : "");
     ini_electrolyte(ref, sizeof ref, 21, n, R, s1);
     ini_electrolyte(hie, sizeof hie, 21, n, R, s2);
-    chain a = run_chain(ref, n, cycles), b = run_chain(hie, n, cycles);
+    chain a = run_chain(ref, "cpu", n, cycles), b = run_chain(hie, "cpu", n, cycles);
     int same_acc;
     int bad = compare(&a, &b, n, cycles, &same_acc);
     long long tot = 0;
@@ -340,7 +296,7 @@ START_TEST(broken_bound_is_caught)
     ini_electrolyte(ref, sizeof ref, 21, n, 90.0, "plugin = brush\nstep = 6");
     ini_electrolyte(hie, sizeof hie, 21, n, 90.0,
                     "plugin = hierarchical\nstep = 6\norder = 0\norder_refine = 0\ntheta = 0.8\nrefine = 0\nbound_scale = 0");
-    chain a = run_chain(ref, n, cycles), b = run_chain(hie, n, cycles);
+    chain a = run_chain(ref, "cpu", n, cycles), b = run_chain(hie, "cpu", n, cycles);
     int same_acc;
     int bad = compare(&a, &b, n, cycles, &same_acc);
     printf("bound_scale = 0: %s, %d coordinates apart\n", same_acc ? "same acceptances" : "other acceptances", bad);

@@ -16,52 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metro/plugin.h"
-#include "testutil.h"
-
-static void ini_electrolyte(char *buf, size_t len, int seed, int n, double R, const char *sampler)
-{
-    snprintf(buf, len,
-             "[run]\nseed = %d\nsweeps = 0\nequilibration = 0\n\n[system]\nparticles = %d\n\n"
-             "[potential]\nplugin = coulomb_hs\nvalences = 3, -1\ndiameters = 7.5\ncell_radius = %g\n"
-             "bjerrum = 7.117\nthreads = %d\n\n[sampler]\n%s\n",
-             seed, n, R, n > 20000 ? 0 : 1, sampler);
-}
-
-typedef struct chain {
-    long long *acc;
-    metro_float4 *pos;
-    double energy, fresh;
-} chain;
-
-static chain run_chain(const char *ini, const char *device, int n, int cycles)
-{
-    metro_sim *sim = metro_test_sim(ini, device, NULL, 0);
-    metro_error err = {0};
-    chain c;
-    c.acc = calloc((size_t)cycles, sizeof *c.acc);
-    long long prev = 0;
-    for (int k = 0; k < cycles; ++k) {
-        ck_assert_msg(metro_sim_advance(sim, 1, &err) == METRO_OK, "%s", err.msg);
-        const metro_state *st = metro_sim_state(sim, &err);
-        ck_assert_msg(st != NULL, "%s", err.msg);
-        c.acc[k] = st->accepted[0] - prev;
-        prev = st->accepted[0];
-    }
-    const metro_state *st = metro_sim_state(sim, &err);
-    c.pos = malloc((size_t)n * sizeof *c.pos);
-    memcpy(c.pos, st->pos, (size_t)n * sizeof *c.pos);
-    c.energy = st->energy[0];
-    c.fresh = n <= 70000 ? metro_sim_total_energy(sim, 0, &err) : NAN;
-    metro_sim_destroy(sim);
-    return c;
-}
-
-static void free_chain(chain *c)
-{
-    free(c->acc);
-    free(c->pos);
-}
+#include "hier_chain.h"
 
 /* The reference (device "cpu", sampler ref with opts) against the CUDA
  * path (opts and hopts) */
