@@ -3,8 +3,9 @@
 #  1. brush, 2^20 particles: coulomb_hs alone (the 3:-1 electrolyte of
 #     seed 002) beside a composed system of the same N (8192 chains of 64
 #     charged monomers, lj_fene + coulomb_hs, and their 524288
-#     counterions): seconds per cycle from runs of 1 and 4 cycles
-#     (the difference removes start-up), and the ratio;
+#     counterions): seconds per cycle from runs of 1 and 5 cycles
+#     (the difference removes start-up), medians of alternating rounds,
+#     and the ratio;
 #  2. parallel tempering of configs/polyelectrolyte.ini: particle updates
 #     per second with 4096 replicas on the GPU beside 16 replicas on one
 #     CPU core.
@@ -57,15 +58,23 @@ step = 2530
 INI
 secs() { local t0=$(date +%s.%N); $M run "$1" --set run.sweeps=$2 ${COMPOSE_SET:-} --output $w/out --overwrite --quiet >/dev/null 2>$w/err || { cat $w/err >&2; echo nan; return; }; calc "$(date +%s.%N) - $t0"; }
 printf "%-44s %12s %12s %8s\n" "figure" "unit" "value" "ratio"
-for c in alone composed; do
-  secs $w/$c.ini 1 >/dev/null   # warm-up: the first run of a composition compiles it (NVRTC) and fills the cache
-  t1=$(secs $w/$c.ini 1); t4=$(secs $w/$c.ini 4)
-  per=$(calc "($t4 - $t1) / 3")
-  eval "per_$c=$per"
-  grep -hE "brush: .*groups" $w/out/log.txt | sed 's/^/    /' 
-  printf "%-44s %12s %12.4f\n" "brush 2^20, $c: one cycle" "s" "$per"
+# alternating rounds (the two configs see the same GPU clocks), each round
+# a 1- and a 5-cycle run per config: start-up and the core's O(N^2) energy
+# checks cancel in the difference; medians over the rounds
+for c in alone composed; do secs $w/$c.ini 1 >/dev/null; done # warm-up: the first run of a composition compiles it (NVRTC)
+R=${COMPOSE_ROUNDS:-3}
+for r in $(seq 1 $R); do
+  for c in alone composed; do
+    t1=$(secs $w/$c.ini 1); t5=$(secs $w/$c.ini 5)
+    echo "$(calc "($t5 - $t1) / 4")" >> $w/per_$c
+    [ $r = 1 ] && grep -hE "brush: .*groups" $w/out/log.txt | sed 's/^/    /'
+  done
 done
-printf "%-44s %12s %12s %8.3f   (goal <= 1.15)\n" "composed / alone" "" "" "$(calc "$per_composed / $per_alone")"
+median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+per_alone=$(median $w/per_alone); per_composed=$(median $w/per_composed)
+printf "%-44s %12s %12.4f   (rounds: %s)\n" "brush 2^20, alone: one cycle" "s" "$per_alone" "$(tr '\n' ' ' < $w/per_alone)"
+printf "%-44s %12s %12.4f   (rounds: %s)\n" "brush 2^20, composed: one cycle" "s" "$per_composed" "$(tr '\n' ' ' < $w/per_composed)"
+printf "%-44s %12s %12s %8.3f   (goal <= 1.15; medians of %d alternating rounds)\n" "composed / alone" "" "" "$(calc "$per_composed / $per_alone")" "$R"
 # parallel tempering of the polyelectrolyte (66 + 66 particles); the CPU
 # on one core (one OpenMP thread, pinned)
 pt() { $2 $M run configs/polyelectrolyte.ini --device $1 --set sampler.replicas=$3 --set run.sweeps=$4 --set run.equilibration=0 --set "observable trajectory.every=$4" --set "observable pair_correlation.every=$4" --set "observable energy.every=$4" --set "observable polymer_shape.every=$4" --set "observable condensation.every=$4" --set sampler.threads=1 --output $w/pt --overwrite --quiet >/dev/null 2>$w/err || cat $w/err >&2

@@ -40,7 +40,9 @@ speed)
       d=build-gpu; [ $t = old ] && d=old/build-gpu
       echo "-- $t, round $round"
       $d/bin/brush_scaling --sizes 1048576 --reps 3 --no-conventional --no-cpu 2>&1 | tail -4
-      $d/bin/pt_speedup --sizes 55 --no-cpu --max-replicas 16384 --repeats 3 2>&1 | tail -4
+      # the full protocol (n_r up to 65536: the best n_r is the figure);
+      # the rows from 16384 on show where the GPU fills
+      $d/bin/pt_speedup --sizes 55 --no-cpu --max-replicas 65536 --repeats 3 2>&1 | grep -E "^ +(16384|32768|65536) |best n_r"
     done
   done 2>&1 | tee $out/speed.txt
   echo "== composition's cost"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/sanitize_compose.sh — compute-sanitizer (memcheck, racecheck) on the
-# composed kernels through metro itself: a charged 3x8 chain system with its
+# composed kernels through metro itself: charged chains of 8, 5 and 11 with their
 # counterions under brush, parallel tempering and metropolis, polymer_shape
 # measuring on the device.  On the GPU machine:
 #   scripts/gpu.sh bash bench/sanitize_compose.sh     (logs under $OUT)
@@ -19,7 +19,7 @@ species = m, c
 charges = -1, 1
 diameters = 0.5
 counts = 24, 24
-chains = 3x8
+chains = 8, 5, 11
 chain_species = m
 [potential chain]
 plugin = lj_fene

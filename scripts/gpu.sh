@@ -18,7 +18,22 @@ out=${OUT:-/tmp}
 if [ ! -f build-gpu/CMakeCache.txt ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1 || { tail -40 "$out/cmake.log"; exit 1; }
 fi
+# A warm device machine keeps build-gpu between calls, but each call copies
+# the tree with its own modification times: a source edited here before an
+# earlier call's build looks older than that build's objects, and ninja
+# would keep the stale ones (seen: a test "passed" on a library built from
+# a deliberately broken file).  So sources whose content changed since the
+# last build are touched first.
+# (the device's copy has no .git: every file outside the build folders)
+find . \( -path ./.git -o -path ./.debs -o -path ./old -o -path './build*' -o -path ./runs \) -prune -o -type f -print0 |
+  xargs -0 sha1sum | sort >build-gpu/.sources.now
+if [ -f build-gpu/.sources.built ]; then
+  comm -13 build-gpu/.sources.built build-gpu/.sources.now | cut -c43- | while IFS= read -r f; do
+    [ -f "$f" ] && touch "$f"
+  done
+fi
 cmake --build build-gpu -j "$(nproc)" >"$out/build.log" 2>&1 || { grep -E "error|FAILED" -A5 "$out/build.log" | head -60; exit 1; }
+[ -f build-gpu/.sources.now ] && mv build-gpu/.sources.now build-gpu/.sources.built
 case "${1:-test}" in
   test) shift || true; (cd build-gpu && ctest --output-on-failure -j 4 "$@") 2>&1 | tee "$out/ctest.log" ;;
   *) "$@" ;;

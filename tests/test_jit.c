@@ -99,8 +99,12 @@ START_TEST(composite_links_for_sm90)
     d.mask[1] = 3;
     char *src = metro__compose_text(&d);
     ck_assert_ptr_nonnull(src);
-    /* the long-ranged term keeps its own run form; the short one is gated */
+    /* the long-ranged term keeps its own run form; the short one is gated,
+     * in the runs' second pass, asked for by the least distance */
     ck_assert_msg(strstr(src, "coulomb_hs__pair_delta_begin((metro_potential_params + 1024), t, o)") &&
+                      strstr(src, "s->near = fminf(s->near, fminf(metro__d2(s->t, b), metro__d2(s->o, b)))") &&
+                      strstr(src, "return metro__in(1u, s->t) && s->near < 5.04") &&
+                      strstr(src, "metro_pair_delta_near_add(metro_pd_sum *s, float4 b) {\n    if (") &&
                       strstr(src, "s->rest += lj_fene__pair_delta"),
                   "%s", src);
     int links = 0;

@@ -72,11 +72,19 @@ int metro__jit_link(const metro__ir *irs, int n, const char *arch, void **cubin,
 {
     char archopt[64];
     snprintf(archopt, sizeof archopt, "-arch=%s", arch);
-    const char *opts[NFLAGS + 1];
+    /* METRO_JIT_VERBOSE=1 prints ptxas's report (registers, spills, stack
+     * per kernel) of every link to stderr: the first thing to read when a
+     * potential or a composite slows a sampler down.  It does not change
+     * the cubin, so it is not part of the cache key (a cached link prints
+     * nothing; METRO_CACHE_DIR=$(mktemp -d) forces one). */
+    const char *opts[NFLAGS + 2];
     opts[0] = archopt;
     for (int i = 0; i < NFLAGS; ++i) opts[i + 1] = link_flags[i];
+    const char *verbose = getenv("METRO_JIT_VERBOSE");
+    const int nopts = NFLAGS + 1 + (verbose && *verbose && strcmp(verbose, "0"));
+    opts[NFLAGS + 1] = "-verbose";
     nvJitLinkHandle h;
-    nvJitLinkResult r = nvJitLinkCreate(&h, NFLAGS + 1, opts);
+    nvJitLinkResult r = nvJitLinkCreate(&h, (unsigned)nopts, opts);
     if (r != NVJITLINK_SUCCESS)
         return metro__fail(err, METRO_ERUN, "nvJitLink cannot start for %s (error %d)", arch, (int)r);
     int rc = METRO_OK;
@@ -104,6 +112,14 @@ int metro__jit_link(const metro__ir *irs, int n, const char *arch, void **cubin,
         size_t l = strlen(what);
         snprintf(what + l, sizeof what - l, " for %s", arch);
         rc = link_log(h, err, what);
+    }
+    size_t nlog = 0;
+    if (nopts > NFLAGS + 1 && nvJitLinkGetInfoLogSize(h, &nlog) == NVJITLINK_SUCCESS && nlog > 1) {
+        char *log = metro__xmalloc(nlog + 1);
+        nvJitLinkGetInfoLog(h, log);
+        log[nlog] = 0;
+        fprintf(stderr, "metro: nvJitLink for %s:\n%s", arch, log);
+        free(log);
     }
     if (!rc) {
         if (nvJitLinkGetLinkedCubinSize(h, size) != NVJITLINK_SUCCESS) {

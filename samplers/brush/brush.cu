@@ -127,7 +127,8 @@ static __device__ __forceinline__ float brush_bond_fix(float4 t, float4 o, float
 
 /* One run of partners src[0], src[stride], ... (n of them, n <= 32)
  * against the thread's P particles: the potential's pair-delta sum (float
- * over the run, metro/device.h), added to acc in double.  STRIDE 1 is the
+ * over the run, with its second pass, metro/device.h), added to acc in
+ * double.  STRIDE 1 is the
  * hot case (the loads take immediate offsets); global partners are read
  * from L2 (other blocks write them during the launch). */
 template <int P, int STRIDE, bool GLOBAL>
@@ -151,6 +152,21 @@ static __device__ __forceinline__ void brush_run(const float4 *src, int n, int s
             const float4 b = GLOBAL ? __ldcg(src + s * st) : src[s * st];
 #pragma unroll
             for (int q = 0; q < P; ++q) metro_pair_delta_add(&f[q], b);
+        }
+    }
+    /* a composite's short-ranged terms, when a partner of the run came
+     * within their reach: the same partners again, in the same order, not
+     * unrolled (for a lone term near() is false and this vanishes) */
+    bool near = false;
+#pragma unroll
+    for (int q = 0; q < P; ++q) near |= metro_pair_delta_near(&f[q]);
+    if (near) {
+#pragma unroll 1
+        for (int s = 0; s < n; ++s) {
+            const float4 b = GLOBAL ? __ldcg(src + s * st) : src[s * st];
+#pragma unroll
+            for (int q = 0; q < P; ++q)
+                if (metro_pair_delta_near(&f[q])) metro_pair_delta_near_add(&f[q], b);
         }
     }
 #pragma unroll

@@ -561,7 +561,6 @@ static int advance(void *vself, metro_state *st, long sweeps)
             a.n = self->n;
             a.first = self->first;
             a.replicas = self->last;
-            a.chain = st->chain;
             a.step = self->d_step;
             void *args[] = {&a};
             dim3 grid = {(unsigned)((self->last - self->first + self->rpb - 1) / self->rpb), 1, 1};

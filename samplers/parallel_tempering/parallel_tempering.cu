@@ -70,7 +70,6 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
     const double beta = a.beta[slot];
     const float step = a.step[slot];
     unsigned long long acc = 0;
-    const bool chain_bonds = a.chain != 0;
 
     for (int s = 0; s < a.sweeps; ++s) {
         const unsigned long long sweep = a.sweep0 + (unsigned long long)s;
@@ -90,10 +89,12 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
                 /* partners j from lo to lo + span are skipped, one
                  * compare: i itself and its bonded neighbours (all of
                  * i-1, i+1 along one chain; at a chain's end the next
-                 * particle is an ordinary partner) */
-                const bool b_lo = chain_bonds && metro_bonded(i - 1), b_hi = chain_bonds && metro_bonded(i);
-                const int lo = b_lo ? i - 1 : i;
-                const unsigned span = (unsigned)(b_lo + b_hi);
+                 * particle is an ordinary partner).  metro_bonded knows
+                 * the topology (constant false without chains), so no
+                 * chain flag is needed. */
+                const bool b_lo = metro_bonded(i - 1), b_hi = metro_bonded(i);
+                const int lo = i - (int)b_lo;
+                const unsigned span = (unsigned)b_lo + (unsigned)b_hi;
                 float part = 0.0f;
 #pragma unroll 4
                 for (int j = lane; j < n; j += G) {
@@ -105,8 +106,11 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
                  * each of lanes 0-3; the external term, new and old, in
                  * lanes 4-5 (0-1 when G = 4).  A select keeps what counts. */
                 {
+                    /* lanes 0-1 ask metro_bonded(i - 1), lanes 2-3
+                     * metro_bonded(i) (fewer instructions than selecting
+                     * between b_lo and b_hi) */
                     const int nb = (lane & 2) ? i + 1 : i - 1;
-                    const bool bonded = lane < 4 && ((lane & 2) ? b_hi : b_lo);
+                    const bool bonded = lane < 4 && metro_bonded((lane & 2) ? i : i - 1);
                     const float4 me = (lane & 1) ? old : nw;
                     const float eb = metro_bond_energy(me, chain[nb < 0 ? 0 : (nb >= n ? n - 1 : nb)]);
                     part += bonded ? ((lane & 1) ? -eb : eb) : 0.0f;

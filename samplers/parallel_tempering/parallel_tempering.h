@@ -129,7 +129,7 @@ typedef struct metro_pt_sweep_args {
     unsigned long long sweep0;      /* number of the first sweep */
     const float *step;              /* trial step of each slot */
     int sweeps;
-    int n, replicas, chain;
+    int n, replicas;                /* bonds: metro_bonded() (metro/device.h) */
     int first;                      /* replicas [first, replicas) advance: this rank's */
 } metro_pt_sweep_args;
 

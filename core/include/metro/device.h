@@ -73,6 +73,8 @@ extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b)
  *
  *     metro_pd_sum s = metro_pair_delta_begin(trial, old);
  *     metro_pair_delta_add(&s, b);            for each non-bonded partner b
+ *     if (metro_pair_delta_near(&s))          rarely: the same partners again
+ *         metro_pair_delta_near_add(&s, b);   for each b, in the same order
  *     float d = metro_pair_delta_end(&s);     Σ_b metro_pair_delta(trial, old, b)
  *
  * d equals that sum up to rounding, and is +INFINITY when the trial is
@@ -80,10 +82,20 @@ extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b)
  * keep a partner-independent factor out of the sum, or test an overlap
  * once at the end.  A potential without such a form defines the three
  * with METRO_PAIR_DELTA_SUM_PLAIN (below).  Samplers keep runs short (32
- * partners or fewer) and add the results in double. */
+ * partners or fewer) and add the results in double.
+ *
+ * The second pass is the core's, for composites: add keeps the
+ * long-ranged term's run and the least squared distance of the run; the
+ * short-ranged terms are summed by near_add only when a partner came
+ * within their reach.  So the unrolled partner loop carries two FMNMX per
+ * partner for them, and no branch that would split it (inlined there, the
+ * gated terms took registers and spilled: 1.28x the lone term in brush at
+ * 2^20).  For a lone term near() is constant false and the pass vanishes. */
 /* (metro_pd_sum: metro/hd.h, so a potential's host code can test its form) */
 extern "C" __device__ metro_pd_sum metro_pair_delta_begin(float4 trial, float4 old);
 extern "C" __device__ void metro_pair_delta_add(metro_pd_sum *s, float4 b);
+extern "C" __device__ bool metro_pair_delta_near(const metro_pd_sum *s);
+extern "C" __device__ void metro_pair_delta_near_add(metro_pd_sum *s, float4 b);
 extern "C" __device__ float metro_pair_delta_end(const metro_pd_sum *s);
 
 /* The three as a plain sum of metro_pair_delta. */
@@ -108,8 +120,9 @@ extern "C" __device__ float metro_pair_delta_end(const metro_pd_sum *s);
     }
 
 /* Whether particle lo is bonded to lo + 1 (the run's chains; generated
- * from the topology, so one chain or chains of one length cost no load).
- * Only meaningful for 0 <= lo < particles - 1. */
+ * from the topology, so one chain or chains of one length cost no load,
+ * and a system without chains gives a constant false).  false for lo < 0;
+ * only meaningful up to lo < particles - 1. */
 extern "C" __device__ bool metro_bonded(int lo);
 
 /* The interaction of i and j in a system whose bonds (when chain is set)

@@ -51,6 +51,7 @@ typedef struct metro_pd_sum {
     metro_float4 t, o;
     float v[4];
     float rest; /* the core's composite: the other terms' sum (never a term's) */
+    float near; /* the core's composite: the least squared distance of the run */
 #ifdef __cplusplus
     bool flag; /* a bool, so that OR-ing into it stays one predicate op on the GPU */
 #else

@@ -38,8 +38,12 @@ extern "C" {
  * per-pair host functions and per-plugin device names (metro/device.h).
  * The layout of metro_setup changed, so only version 3 plugins load.
  * Samplers may offer join()/leave(): an ensemble's systems sharing
- * launches (issue 11). */
-#define METRO_ABI_VERSION 3u
+ * launches (issue 11).
+ * 4: metro_pd_sum (metro/hd.h) grew the core's `near`, and the device runs
+ * of pair-deltas a second pass for a composite's short-ranged terms
+ * (metro_pair_delta_near / _near_add, metro/device.h).  Potentials return
+ * the struct by value, so only version 4 plugins load. */
+#define METRO_ABI_VERSION 4u
 
 typedef enum metro_kind {
     METRO_KIND_POTENTIAL = 1,
