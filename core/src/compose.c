@@ -699,6 +699,13 @@ void metro__compose_free(metro_sim *sim)
  * slab of r_c instead, one compare sharing the long-ranged term's x
  * difference, measured slower on the H100: 1.42-1.50x against 1.38x for
  * the composed brush; bench/NOTES.md.)  Empty when the term always adds. */
+/* r_c^2 widened by 1e-5 relative, as a float: the gate of a short-ranged
+ * term (pair_cond) and of the runs' second pass */
+static float gate2(double rc)
+{
+    return (float)(rc * rc * (1.0 + 1e-5));
+}
+
 static void pair_cond(char *c, size_t n, const metro__compose_desc *d, int k, const char *a, const char *o,
                       const char *b)
 {
@@ -707,7 +714,7 @@ static void pair_cond(char *c, size_t n, const metro__compose_desc *d, int k, co
     c[0] = 0;
     if ((m & d->all) != d->all) len = snprintf(c, n, "metro__in(%uu, %s) && metro__in(%uu, %s)", m, b, m, a);
     if (o && d->range[k] > 0) {
-        const float g = (float)(d->range[k] * d->range[k] * (1.0 + 1e-5));
+        const float g = gate2(d->range[k]);
         snprintf(c + len, n - (size_t)len, "%s(metro__d2(%s, %s) < %.9gf || metro__d2(%s, %s) < %.9gf)",
                  len ? " && " : "", a, b, g, o, b, g);
     }
@@ -829,7 +836,7 @@ char *metro__compose_text(const metro__compose_desc *d)
             fprintf(f, "false");
         else {
             if ((reach_mask & d->all) != d->all) fprintf(f, "metro__in(%uu, s->t)%s", reach_mask, track ? " && " : "");
-            if (track) fprintf(f, "s->near < %.9gf", (float)(reach * reach * (1.0 + 1e-5)));
+            if (track) fprintf(f, "s->near < %.9gf", gate2(reach));
             else if ((reach_mask & d->all) == d->all) fprintf(f, "true");
         }
         fprintf(f, ";\n}\nextern \"C\" __device__ void metro_pair_delta_near_add(metro_pd_sum *s, float4 b) {\n");
