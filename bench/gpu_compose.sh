@@ -8,6 +8,9 @@
 #       against the tree before composition (old/: git archive 88a45b3,
 #       built beside) in the same run, alternating; composition's cost
 #       (bench/compose_cost.sh)
+#   scripts/gpu.sh bash bench/gpu_compose.sh runs     test_compose_gpu's
+#       runs case (brush's second pass), then again on a library whose
+#       composite never takes the second pass: it must fail there
 #   scripts/gpu.sh bash bench/gpu_compose.sh physics  the two polyelectrolyte
 #       configs (monovalent, trivalent counterions) with 64 PT ladders; their
 #       results copied to $OUT/mono and $OUT/tri
@@ -47,6 +50,19 @@ speed)
   done 2>&1 | tee $out/speed.txt
   echo "== composition's cost"
   bash bench/compose_cost.sh build-gpu 2>&1 | tee $out/compose_cost.txt
+  ;;
+runs)
+  (cd build-gpu && CK_RUN_CASE=runs ./bin/test_compose_gpu) 2>&1 | tail -3
+  echo "== broken: near() false in every composite (compose.c), so no second pass"
+  cp core/src/compose.c $out/compose.c.keep
+  sed -i 's/"s->near < %.9gf"/"false \&\& s->near < %.9gf"/' core/src/compose.c
+  grep -c 'false && s->near' core/src/compose.c
+  cmake --build build-gpu -j "$(nproc)" >$out/broken_build.log 2>&1 || tail -20 $out/broken_build.log
+  (cd build-gpu && CK_RUN_CASE=runs METRO_CACHE_DIR=/tmp/metro-cache-broken ./bin/test_compose_gpu) 2>&1 | tail -3
+  echo "broken rc=${PIPESTATUS[0]}"
+  cp $out/compose.c.keep core/src/compose.c
+  touch core/src/compose.c
+  cmake --build build-gpu -j "$(nproc)" >$out/restored_build.log 2>&1 || tail -20 $out/restored_build.log
   ;;
 physics)
   export METRO_CACHE_DIR=/tmp/metro-cache

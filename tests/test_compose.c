@@ -255,51 +255,65 @@ START_TEST(bonded_charged_dimer_exact)
 END_TEST
 
 #ifdef COMPOSE_GPU
-/* CUDA follows the CPU's chain for a composed system (same acceptances,
- * positions within 1e-4), with every sampler that runs one.  The chains
- * have different lengths (8, 5, 11: the generated metro_bonded() is then
- * a table of chain ends, asked also for i - 1 = -1 by parallel
- * tempering).  48 particles are one of brush's groups, so brush sums
- * pairs one by one here, not in runs: the runs' second pass
- * (metro_pair_delta_near_add) is not covered by this test. */
+/* CUDA follows the CPU's chain for a composed system: the same
+ * acceptances, positions within 1e-4. */
+static void cuda_follows_cpu(const char *system, const char *sampler, long sweeps)
+{
+    char ini[1024];
+    snprintf(ini, sizeof ini,
+             "[run]\nseed = 4\nsweeps = %ld\n\n%s"
+             "[potential chain]\nplugin = lj_fene\nspecies = m\n\n"
+             "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 8\nbjerrum = 2\n\n"
+             "[sampler]\n%s",
+             sweeps, system, sampler);
+    metro_float4 *p[2];
+    long long acc[2] = {0, 0};
+    int n = 0;
+    for (int b = 0; b < 2; ++b) {
+        metro_sim *sim = metro_test_sim(ini, b ? "cuda" : "cpu", NULL, 0);
+        metro_error err = {0};
+        ck_assert_msg(metro_sim_advance(sim, sweeps, &err) == METRO_OK, "%s: %s", sampler, err.msg);
+        const metro_state *st = metro_sim_state(sim, &err);
+        n = st->particles * st->replicas;
+        p[b] = malloc(sizeof *p[b] * (size_t)n);
+        memcpy(p[b], st->pos, sizeof *p[b] * (size_t)n);
+        for (int r = 0; r < st->replicas; ++r) acc[b] += st->accepted[r];
+        metro_sim_destroy(sim);
+    }
+    ck_assert_msg(acc[0] == acc[1], "%s: accepted %lld (CPU) against %lld (CUDA)", sampler, acc[0], acc[1]);
+    ck_assert_int_gt(acc[0], 0);
+    double worst = 0;
+    for (int i = 0; i < n; ++i)
+        worst = fmax(worst, fmax(fabs(p[0][i].x - p[1][i].x), fmax(fabs(p[0][i].y - p[1][i].y), fabs(p[0][i].z - p[1][i].z))));
+    ck_assert_msg(worst < 1e-4, "%s: positions differ by %g", sampler, worst);
+    free(p[0]);
+    free(p[1]);
+}
+
+/* Every sampler, chains of different lengths (8, 5, 11: the generated
+ * metro_bonded() is then a table of chain ends, asked also for i - 1 = -1
+ * by parallel tempering).  48 particles are one of brush's groups, so
+ * brush sums pairs one by one here, not in runs. */
 START_TEST(cuda_equals_cpu)
 {
     static const char *const samplers[] = {"plugin = brush\nstep = 0.5\n",
                                            "plugin = metropolis\nstep = 0.5\ntemperature = 1\n",
                                            "plugin = parallel_tempering\nstep = 0.3\nt_min = 0.5\nt_max = 2\nreplicas = 4\n"};
-    for (int k = 0; k < 3; ++k) {
-        char ini[1024];
-        snprintf(ini, sizeof ini,
-                 "[run]\nseed = 4\nsweeps = 200\n\n"
-                 "[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 24, 24\n"
-                 "chains = 8, 5, 11\nchain_species = m\n\n"
-                 "[potential chain]\nplugin = lj_fene\nspecies = m\n\n"
-                 "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 8\nbjerrum = 2\n\n"
-                 "[sampler]\n%s",
-                 samplers[k]);
-        metro_float4 *p[2];
-        long long acc[2] = {0, 0};
-        int n = 0;
-        for (int b = 0; b < 2; ++b) {
-            metro_sim *sim = metro_test_sim(ini, b ? "cuda" : "cpu", NULL, 0);
-            metro_error err = {0};
-            ck_assert_msg(metro_sim_advance(sim, 200, &err) == METRO_OK, "%s: %s", samplers[k], err.msg);
-            const metro_state *st = metro_sim_state(sim, &err);
-            n = st->particles * st->replicas;
-            p[b] = malloc(sizeof *p[b] * (size_t)n);
-            memcpy(p[b], st->pos, sizeof *p[b] * (size_t)n);
-            for (int r = 0; r < st->replicas; ++r) acc[b] += st->accepted[r];
-            metro_sim_destroy(sim);
-        }
-        ck_assert_msg(acc[0] == acc[1], "%s: accepted %lld (CPU) against %lld (CUDA)", samplers[k], acc[0], acc[1]);
-        ck_assert_int_gt(acc[0], 0);
-        double worst = 0;
-        for (int i = 0; i < n; ++i)
-            worst = fmax(worst, fmax(fabs(p[0][i].x - p[1][i].x), fmax(fabs(p[0][i].y - p[1][i].y), fabs(p[0][i].z - p[1][i].z))));
-        ck_assert_msg(worst < 1e-4, "%s: positions differ by %g", samplers[k], worst);
-        free(p[0]);
-        free(p[1]);
-    }
+    for (int k = 0; k < 3; ++k)
+        cuda_follows_cpu("[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 24, 24\n"
+                         "chains = 8, 5, 11\nchain_species = m\n\n",
+                         samplers[k], 200);
+}
+END_TEST
+
+/* Brush's runs of 32 partners: 384 particles are several groups, and
+ * monomers of neighbouring chains meet within the LJ cutoff, so runs take
+ * the second pass over the chain term (metro_pair_delta_near_add). */
+START_TEST(cuda_equals_cpu_runs)
+{
+    cuda_follows_cpu("[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 192, 192\n"
+                     "chains = 8, 5, 11, 21x8\nchain_species = m\n\n",
+                     "plugin = brush\nstep = 0.5\n", 200);
 }
 END_TEST
 #endif
@@ -324,5 +338,12 @@ int main(void)
     tcase_add_test(tc, composed_energy_consistent);
     tcase_add_test(tc, bonded_charged_dimer_exact);
     suite_add_tcase(s, tc);
+#ifdef COMPOSE_GPU
+    /* its own case: CK_RUN_CASE=runs runs it alone */
+    TCase *runs = tcase_create("runs");
+    tcase_set_timeout(runs, 600);
+    tcase_add_test(runs, cuda_equals_cpu_runs);
+    suite_add_tcase(s, runs);
+#endif
     return metro_test_main(s);
 }
