@@ -6,6 +6,8 @@
 #   scripts/gpu.sh bash bench/gpu_hier.sh sanitize  compute-sanitizer
 #       memcheck and racecheck over a run of the new kernels
 #   scripts/gpu.sh bash bench/gpu_hier.sh time N...  logs of both samplers
+#   scripts/gpu.sh bash bench/gpu_hier.sh profile N...  the hierarchical
+#       sampler's phases per run (METRO_HIER_PROFILE=1: CUDA events)
 #   scripts/gpu.sh bash bench/gpu_hier.sh table N...  the issue's table:
 #       seconds per cycle of brush and hierarchical in the same run (the
 #       samplers' own sampling time, "done: ... in T s", over SWEEPS
@@ -58,6 +60,14 @@ time)
       /usr/bin/time -f "  wall %e s" timeout 500 build-gpu/bin/metro run /tmp/t_$s.ini --output /tmp/t_$s --overwrite --quiet 2>&1 | tail -2
       echo "N=$n $s: $(grep -E 'hierarchical: [0-9]+ cycles|brush: [0-9]+ cycles|done' /tmp/t_$s/log.txt | tr '\n' ' ')"
     done
+  done
+  ;;
+profile)
+  shift
+  for n in "$@"; do
+    ini $n hierarchical ${SWEEPS:-2} "${EXTRA:-}" > /tmp/t_p.ini
+    METRO_HIER_PROFILE=1 timeout 500 build-gpu/bin/metro run /tmp/t_p.ini --output /tmp/t_p --overwrite > $out/profile_$n.txt 2>&1
+    echo "N=$n: $(grep -E 'profile so far|hierarchical: [0-9]+ cycles|done:' $out/profile_$n.txt | tail -3 | tr '\n' ' ')"
   done
   ;;
 table)

@@ -20,6 +20,8 @@ static const char *const kernel_names[HG_N_KERNELS] = {
 enum { K_MOM, K_NORMS, K_COUNT, K_SCAN, K_FILL, K_SORT, K_MOVE, K_ENCLOSE, K_TRIALS, K_TRI, K_PREP, K_CHAIN, K_EXACT,
        K_DECIDE, K_SLIST, K_SPEC, K_SFINAL };
 
+#define HG_PHASES 5
+
 struct hier_gpu {
     const metro_host_api *host;
     metro_ctx *ctx;
@@ -33,11 +35,12 @@ struct hier_gpu {
     float4 *d_rnd;
     void *allocs[64];
     int nallocs;
-    /* METRO_HIER_PROFILE=1: CUDA events around a batch's phases (walks
-     * and mates' terms, decisions, tree update), summed per run */
+    /* METRO_HIER_PROFILE=1: CUDA events around a batch's phases (walks,
+     * mates' terms, speculative exact passes, the decision chain with its
+     * stops, tree update), summed per run */
     int profile;
-    cudaEvent_t ev[4];
-    double phase[3];
+    cudaEvent_t ev[HG_PHASES + 1];
+    double phase[HG_PHASES];
 };
 
 static int cu(hier_gpu *g, int status, const char *what)
@@ -63,7 +66,7 @@ void hier_gpu_free(hier_gpu *g)
     if (!g) return;
     for (int i = 0; i < g->nallocs; ++i) cudaFree(g->allocs[i]);
     if (g->h_status) cudaFreeHost(g->h_status);
-    for (int i = 0; g->profile && i < 4; ++i) cudaEventDestroy(g->ev[i]);
+    for (int i = 0; g->profile && i <= HG_PHASES; ++i) cudaEventDestroy(g->ev[i]);
     free(g);
 }
 
@@ -144,7 +147,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     g->s = (cudaStream_t)host->stream(ctx);
     const char *pe = getenv("METRO_HIER_PROFILE");
     g->profile = pe && *pe && strcmp(pe, "0");
-    for (int i = 0; g->profile && i < 4; ++i)
+    for (int i = 0; g->profile && i <= HG_PHASES; ++i)
         if (cu(g, cudaEventCreate(&g->ev[i]), "creating an event")) g->profile = 0;
     for (int i = 0; i < HG_N_KERNELS; ++i)
         if (host->kernel(ctx, kernel_names[i], &g->k[i])) {
@@ -325,6 +328,22 @@ static int undecided(hier_gpu *g, metro_state *st, int k, hier_gpu_stats *stats)
     return cu(g, cudaMemcpyAsync(a->status, h, sizeof *h, cudaMemcpyHostToDevice, g->s), "writing the status");
 }
 
+/* the profile's event e on the stream (0 = success, for || chains) */
+static int mark(hier_gpu *g, int e)
+{
+    if (g->profile) cudaEventRecord(g->ev[e], g->s);
+    return 0;
+}
+
+/* adds phase p (events p to p + 1) once its end has happened */
+static void profile_phase(hier_gpu *g, int p)
+{
+    float ms = 0.f;
+    cudaEventSynchronize(g->ev[p + 1]);
+    cudaEventElapsedTime(&ms, g->ev[p], g->ev[p + 1]);
+    g->phase[p] += ms * 1e-3;
+}
+
 int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *stats, long long *accepted)
 {
     hg_args *a = &g->a;
@@ -343,19 +362,14 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
         dim3 tri_grid = {(unsigned)((S + 127) / 128), HG_TRI_CHUNK, 1}, tri_blk = {128, 1, 1};
         dim3 one = {1, 1, 1}, chain_blk = {(unsigned)((S + 31) / 32 * 32), 1, 1};
         void *args1[1] = {a};
-        if (g->profile && b0 > 0) { /* the previous batch's update is done (its chain was waited for) */
-            float ms = 0.f;
-            cudaEventSynchronize(g->ev[3]);
-            cudaEventElapsedTime(&ms, g->ev[2], g->ev[3]);
-            g->phase[2] += ms * 1e-3;
-        }
-        if (g->profile) cudaEventRecord(g->ev[0], g->s);
-        if (run1(g, K_TRIALS, S, 256) || run1(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS) ||
+        if (g->profile && b0 > 0) /* the previous batch's update is done (its chain was waited for) */
+            profile_phase(g, HG_PHASES - 1);
+        mark(g, 0);
+        if (run1(g, K_TRIALS, S, 256) || run1(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS) || mark(g, 1) ||
             cu(g, cudaLaunchKernel((const void *)g->k[K_TRI], tri_grid, tri_blk, args1, 0, g->s), "launching hg_tri") ||
-            run1(g, K_PREP, S, 256) || run1(g, K_SLIST, pow2, pow2) || run1(g, K_SPEC, HG_EXACT_BLOCKS * 256LL, 256) ||
-            run1(g, K_SFINAL, S, 256))
+            run1(g, K_PREP, S, 256) || run1(g, K_SLIST, pow2, pow2) || mark(g, 2) ||
+            run1(g, K_SPEC, HG_EXACT_BLOCKS * 256LL, 256) || run1(g, K_SFINAL, S, 256) || mark(g, 3))
             return -1;
-        if (g->profile) cudaEventRecord(g->ev[1], g->s);
         for (;;) {
             if (cu(g, cudaLaunchKernel((const void *)g->k[K_CHAIN], one, chain_blk, cargs, 0, g->s), "launching hg_chain") ||
                 cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->s), "reading the status") ||
@@ -369,20 +383,13 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
             from = g->h_status->stop;
             if (undecided(g, st, from, stats)) return -1;
         }
-        if (g->profile) {
-            float ms = 0.f;
-            cudaEventRecord(g->ev[2], g->s);
-            cudaEventSynchronize(g->ev[2]);
-            cudaEventElapsedTime(&ms, g->ev[0], g->ev[1]);
-            g->phase[0] += ms * 1e-3;
-            cudaEventElapsedTime(&ms, g->ev[1], g->ev[2]);
-            g->phase[1] += ms * 1e-3;
-        }
+        mark(g, 4);
+        for (int p = 0; g->profile && p < HG_PHASES - 1; ++p) profile_phase(g, p);
         const int lv = a->L > 1 ? a->L - 1 : 0;
         if (run1(g, K_MOVE, pow2, pow2) || run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) ||
             run2(g, K_NORMS, (long long)S * lv * 2, 128, 1))
             return -1;
-        if (g->profile) cudaEventRecord(g->ev[3], g->s);
+        mark(g, 5);
     }
     long long acc = 0;
     if (cu(g, cudaMemcpyAsync(&acc, a->cycle_acc, sizeof acc, cudaMemcpyDeviceToHost, g->s), "reading acceptances") ||
@@ -393,13 +400,11 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
     stats->enclosure = g->h_status->decided[0];
     stats->speculative = g->h_status->decided[1];
     if (g->profile) {
-        float ms = 0.f;
-        cudaEventElapsedTime(&ms, g->ev[2], g->ev[3]);
-        g->phase[2] += ms * 1e-3;
+        profile_phase(g, HG_PHASES - 1);
         g->host->log(g->ctx, METRO_LOG_INFO,
-                     "hierarchical: profile so far: %.4g s walks and mates' terms, %.4g s decisions (exact passes "
-                     "included), %.4g s tree updates",
-                     g->phase[0], g->phase[1], g->phase[2]);
+                     "hierarchical: profile so far: %.4g s walks, %.4g s mates' terms, %.4g s speculative exact "
+                     "passes, %.4g s decision chain (its stops included), %.4g s tree updates",
+                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->phase[4]);
     }
     return 0;
 }

@@ -45,8 +45,10 @@
 #define HG_FIX_SLACK 0x1p-35
 /* Blocks of the exact pass (their partial sums are added in order) */
 #define HG_EXACT_BLOCKS 264
-/* Particle chunks of a speculative exact pass (hg_spec) */
-#define HG_SPEC_CHUNK 32
+/* Particle chunks of the speculative exact passes (hg_spec), and the
+ * listed trials that share a chunk's reads (a tile) */
+#define HG_SPEC_CHUNK 128
+#define HG_SPEC_TILE 8
 /* Partner chunks of the mates' terms (hg_tri) */
 #define HG_TRI_CHUNK 32
 

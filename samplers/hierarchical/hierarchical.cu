@@ -755,24 +755,95 @@ extern "C" __global__ void hg_spec_list(hg_args a)
     if (k == nt - 1) *a.nslist = sc[k];
 }
 
-/* The speculative exact passes: work item w is chunk w % HG_SPEC_CHUNK of
- * the particles for listed trial w / HG_SPEC_CHUNK, against every particle
- * where it is at the batch's start (the mates' changes come from hg_tri);
- * a block's partial sums, in a fixed order */
-extern "C" __global__ void hg_spec(hg_args a)
+/* The speculative exact passes, tiled: the ns listed trials are cut into
+ * G = ceil(ns / HG_SPEC_TILE) tiles of at most ceil(ns / G); work item w
+ * is chunk w % HG_SPEC_CHUNK of the particles for tile w / HG_SPEC_CHUNK,
+ * against every particle where it is at the batch's start (the mates'
+ * changes come from hg_tri).  Each partner is read once for all the
+ * tile's trials (one pass per trial streamed all N positions from DRAM:
+ * 4e10 terms/s at 2^22, bench/NOTES.md); the trials' places sit in shared
+ * memory, read as broadcasts.  Every sum runs in a fixed order (threads'
+ * strides, a warp butterfly, the warps in order), so two runs give the
+ * same bits; the order does not matter to the bound (κ Σ|terms| holds for
+ * any order). */
+extern "C" __global__ void __launch_bounds__(256, 2) hg_spec(hg_args a)
 {
-    const int items = *a.nslist * HG_SPEC_CHUNK;
+    __shared__ float4 sx[HG_SPEC_TILE][2]; /* trial (x, y, z, radius), old place (x, y, z, λ z) */
+    __shared__ int sk[HG_SPEC_TILE];
+    __shared__ double ws[HG_SPEC_TILE][2][8];
+    __shared__ int wb[HG_SPEC_TILE][8];
+    const int ns = *a.nslist;
+    const int tiles = (ns + HG_SPEC_TILE - 1) / HG_SPEC_TILE;
+    const int ts = tiles ? (ns + tiles - 1) / tiles : 1; /* balanced: few repeats in the last tile */
+    const int items = tiles * HG_SPEC_CHUNK;
     const int per = (a.n + HG_SPEC_CHUNK - 1) / HG_SPEC_CHUNK;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int w = blockIdx.x; w < items; w += gridDim.x) {
-        const int k = a.slist[w / HG_SPEC_CHUNK], c = w % HG_SPEC_CHUNK;
-        double sum = 0.0, abs = 0.0;
-        int bad = 0;
-        hg_exact_part(&a, k, c * per, min(a.n, (c + 1) * per), blockDim.x, &sum, &abs, &bad);
-        if (threadIdx.x == 0) {
-            a.xsp[3 * (size_t)w] = sum;
-            a.xsp[3 * (size_t)w + 1] = abs;
-            a.xsp[3 * (size_t)w + 2] = (double)bad;
+        const int e0 = w / HG_SPEC_CHUNK * ts, c = w % HG_SPEC_CHUNK;
+        const int ne = min(ts, ns - e0);
+        if ((int)threadIdx.x < HG_SPEC_TILE) { /* a short tile repeats its last trial (not written) */
+            const int k = a.slist[e0 + min((int)threadIdx.x, ne - 1)];
+            const float4 t = a.ttri[k], o = a.told[k];
+            const float4 sa = a.prm.sp[coulomb_hs_species(o.w)];
+            sx[threadIdx.x][0] = make_float4(t.x, t.y, t.z, sa.y);
+            sx[threadIdx.x][1] = make_float4(o.x, o.y, o.z, sa.z);
+            sk[threadIdx.x] = a.b0 + k;
         }
+        __syncthreads();
+        double sum[HG_SPEC_TILE], abs[HG_SPEC_TILE];
+        unsigned bad = 0; /* bit q: trial q met a hard core or a zero distance */
+#pragma unroll
+        for (int q = 0; q < HG_SPEC_TILE; ++q) sum[q] = abs[q] = 0.0;
+        const int i1 = min(a.n, (c + 1) * per);
+        for (int i = c * per + (int)threadIdx.x; i < i1; i += blockDim.x) {
+            const float4 b = a.pos[i];
+            const float4 sp = a.prm.sp[coulomb_hs_species(b.w)];
+#pragma unroll
+            for (int q = 0; q < HG_SPEC_TILE; ++q) { /* all of them: no branch between the trials' chains */
+                /* the reference's float terms, as hg_exact_part */
+                const float4 t = sx[q][0], o = sx[q][1];
+                const float rt2 = hg_r2(t.x, t.y, t.z, b.x, b.y, b.z), ro2 = hg_r2(o.x, o.y, o.z, b.x, b.y, b.z);
+                const float dmin = __fadd_rn(t.w, sp.y), dm2 = __fmul_rn(dmin, dmin);
+                const float cq = __fmul_rn(o.w, sp.x);
+                const double d = (double)__fmul_rn(cq, hg_inv(rt2)) - (double)__fmul_rn(cq, hg_inv(ro2));
+                const bool me = i == sk[q]; /* the particle itself: a select, no branch */
+                bad |= (unsigned)(!me && (rt2 < dm2 || ro2 < dm2 || rt2 == 0.0f || ro2 == 0.0f)) << q;
+                sum[q] += me ? 0.0 : d;
+                abs[q] += me ? 0.0 : fabs(d);
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) bad |= __shfl_xor_sync(HG_FULL, bad, o);
+#pragma unroll
+        for (int q = 0; q < HG_SPEC_TILE; ++q) {
+            /* a fixed butterfly: the same bits in every lane */
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) {
+                sum[q] += __shfl_xor_sync(HG_FULL, sum[q], o);
+                abs[q] += __shfl_xor_sync(HG_FULL, abs[q], o);
+            }
+            if (lane == 0) {
+                ws[q][0][warp] = sum[q];
+                ws[q][1][warp] = abs[q];
+                wb[q][warp] = (bad >> q) & 1;
+            }
+        }
+        __syncthreads();
+        if ((int)threadIdx.x < ne) {
+            const int q = threadIdx.x;
+            double s = 0.0, x = 0.0;
+            int bd = 0;
+            for (int v = 0; v < (int)(blockDim.x >> 5); ++v) {
+                s += ws[q][0][v];
+                x += ws[q][1][v];
+                bd |= wb[q][v];
+            }
+            double *out = a.xsp + 3 * ((size_t)(e0 + q) * HG_SPEC_CHUNK + c);
+            out[0] = s;
+            out[1] = x;
+            out[2] = (double)bd;
+        }
+        __syncthreads(); /* sx, sk, ws and wb are free again */
     }
 }
 
