@@ -45,6 +45,20 @@ static __device__ __forceinline__ float hg_pair(float sa_y, float sa_z, float4 a
     return __fmul_rn(c, hg_inv(r2));
 }
 
+/* The reference's term of a move o -> t against partner b (coulomb_hs's
+ * delta, term by term): E(t, b) - E(o, b), each float as the CPU computes
+ * it, their difference in double; `bad` when a hard core overlaps or a
+ * distance is 0.  ra and lza are the mover's radius and λ z, sp b's row. */
+static __device__ __forceinline__ double hg_ref_delta(float4 t, float4 o, float ra, float lza, float4 b, float4 sp,
+                                                      bool &bad)
+{
+    const float rt2 = hg_r2(t.x, t.y, t.z, b.x, b.y, b.z), ro2 = hg_r2(o.x, o.y, o.z, b.x, b.y, b.z);
+    const float dmin = __fadd_rn(ra, sp.y), dm2 = __fmul_rn(dmin, dmin);
+    bad = rt2 < dm2 || ro2 < dm2 || rt2 == 0.0f || ro2 == 0.0f;
+    const float c = __fmul_rn(lza, sp.x);
+    return (double)__fmul_rn(c, hg_inv(rt2)) - (double)__fmul_rn(c, hg_inv(ro2));
+}
+
 static __device__ __forceinline__ int hg_coord(const hg_args *a, int l, double v)
 {
     const double f = (v + a->Rt) / a->h[l];
@@ -705,12 +719,9 @@ static __device__ void hg_exact_part(const hg_args *a, int k, int i0, int i1, in
     for (int i = i0 + (int)threadIdx.x; i < i1; i += step) {
         if (i == skip) continue;
         const float4 b = a->pos[i];
-        const float4 sp = a->prm.sp[coulomb_hs_species(b.w)];
-        const float rt2 = hg_r2(t.x, t.y, t.z, b.x, b.y, b.z), ro2 = hg_r2(o.x, o.y, o.z, b.x, b.y, b.z);
-        const float dmin = __fadd_rn(sa.y, sp.y), dm2 = __fmul_rn(dmin, dmin);
-        bad |= rt2 < dm2 || ro2 < dm2 || rt2 == 0.0f || ro2 == 0.0f;
-        const float c = __fmul_rn(sa.z, sp.x);
-        const double d = (double)__fmul_rn(c, hg_inv(rt2)) - (double)__fmul_rn(c, hg_inv(ro2));
+        bool b_bad;
+        const double d = hg_ref_delta(t, o, sa.y, sa.z, b, a->prm.sp[coulomb_hs_species(b.w)], b_bad);
+        bad |= b_bad;
         sum += d;
         abs += fabs(d);
     }
@@ -800,14 +811,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) hg_spec(hg_args a)
             const float4 sp = a.prm.sp[coulomb_hs_species(b.w)];
 #pragma unroll
             for (int q = 0; q < HG_SPEC_TILE; ++q) { /* all of them: no branch between the trials' chains */
-                /* the reference's float terms, as hg_exact_part */
-                const float4 t = sx[q][0], o = sx[q][1];
-                const float rt2 = hg_r2(t.x, t.y, t.z, b.x, b.y, b.z), ro2 = hg_r2(o.x, o.y, o.z, b.x, b.y, b.z);
-                const float dmin = __fadd_rn(t.w, sp.y), dm2 = __fmul_rn(dmin, dmin);
-                const float cq = __fmul_rn(o.w, sp.x);
-                const double d = (double)__fmul_rn(cq, hg_inv(rt2)) - (double)__fmul_rn(cq, hg_inv(ro2));
+                bool q_bad;
+                const double d = hg_ref_delta(sx[q][0], sx[q][1], sx[q][0].w, sx[q][1].w, b, sp, q_bad);
                 const bool me = i == sk[q]; /* the particle itself: a select, no branch */
-                bad |= (unsigned)(!me && (rt2 < dm2 || ro2 < dm2 || rt2 == 0.0f || ro2 == 0.0f)) << q;
+                bad |= (unsigned)(!me && q_bad) << q;
                 sum[q] += me ? 0.0 : d;
                 abs[q] += me ? 0.0 : fabs(d);
             }
