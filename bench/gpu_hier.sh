@@ -8,6 +8,10 @@
 #   scripts/gpu.sh bash bench/gpu_hier.sh time N...  logs of both samplers
 #   scripts/gpu.sh bash bench/gpu_hier.sh profile N...  the hierarchical
 #       sampler's phases per run (METRO_HIER_PROFILE=1: CUDA events)
+#   scripts/gpu.sh bash bench/gpu_hier.sh startup N...  start-up of the
+#       hierarchical sampler: placement, the tree's build, the initial
+#       energy from the tree (energy = tree) and, for N <= DIRECT_MAX
+#       (default 2^22), from the core's direct sum (energy = direct)
 #   scripts/gpu.sh bash bench/gpu_hier.sh table N...  the issue's table:
 #       seconds per cycle of brush and hierarchical in the same run (the
 #       samplers' own sampling time, "done: ... in T s", over SWEEPS
@@ -45,7 +49,8 @@ tests)
   grep -vE "^\s*$" $out/test_hier_gpu.txt | tail -30
   ;;
 sanitize)
-  ini 4096 hierarchical 2 "batch = 256" > /tmp/san.ini
+  ini 4096 hierarchical 2 "batch = 256
+energy = tree" > /tmp/san.ini
   for tool in memcheck racecheck; do
     timeout 250 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/bin/metro run /tmp/san.ini \
       --output /tmp/san_$tool --overwrite --quiet > $out/san_$tool.txt 2>&1
@@ -68,6 +73,29 @@ profile)
     ini $n hierarchical ${SWEEPS:-2} "${EXTRA:-}" > /tmp/t_p.ini
     METRO_HIER_PROFILE=1 timeout 500 build-gpu/bin/metro run /tmp/t_p.ini --output /tmp/t_p --overwrite > $out/profile_$n.txt 2>&1
     echo "N=$n: $(grep -E 'profile so far|hierarchical: [0-9]+ cycles|done:' $out/profile_$n.txt | tail -3 | tr '\n' ' ')"
+  done
+  ;;
+startup)
+  shift
+  echo "| N | energy | placed, s | initial energy, s | tree built, s | end check, s | whole run (wall), s | E at start |"
+  echo "|---|---|---|---|---|---|---|---|"
+  for n in "$@"; do
+    for how in tree direct; do
+      [ $how = direct ] && [ $n -gt ${DIRECT_MAX:-4194304} ] && continue
+      # one move: the run is its start-up, the tree's build and two sums
+      ini $n hierarchical 1 "trials = 1
+energy = $how" > /tmp/t_s.ini
+      rm -rf /tmp/t_s
+      w=$( { /usr/bin/time -f "%e" timeout 560 build-gpu/bin/metro run /tmp/t_s.ini --output /tmp/t_s --overwrite --quiet > $out/startup_${how}_$n.txt 2>&1; } 2>&1 | tail -1)
+      cp /tmp/t_s/log.txt $out/log_startup_${how}_$n.txt 2>/dev/null
+      pl=$(grep -oE 'placed [0-9]+ particles in [0-9.]+ s' /tmp/t_s/log.txt | awk '{print $5}')
+      ie=$(grep -oE 'initial energies in [0-9.]+ s' /tmp/t_s/log.txt | awk '{print $4}')
+      tb=$(grep -oE '[0-9.e+-]+ s building the tree' /tmp/t_s/log.txt | awk '{print $1}')
+      ec=$(grep -oE 'from the tree in [0-9.e+-]+ s' /tmp/t_s/log.txt | tail -1 | awk '{print $5}')
+      [ $how = direct ] && ec="(direct)"
+      e0=$(grep -oE 'replica 0: E = [0-9.e+-]+' /tmp/t_s/log.txt | awk '{print $5}')
+      echo "| $n | $how | $pl | $ie | $tb | $ec | $w | ${e0:-} |"
+    done
   done
   ;;
 table)

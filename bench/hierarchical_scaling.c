@@ -197,7 +197,7 @@ static const metro_plugin *load(const char *name)
 typedef struct sys {
     const metro_potential_api *api;
     void *self;
-    metro_setup setup;
+    metro_setup setup, setup0; /* setup0: before the potential declared its species */
     metro_float4 *pos, *pos0;
     int n;
     metro_ctx ctx;
@@ -223,6 +223,7 @@ static int make_system(sys *s, const metro_plugin *pot, const metro_host_api *ho
     s->setup.backend = METRO_BACKEND_CPU;
     s->pos = malloc((size_t)n * sizeof *s->pos);
     s->pos0 = malloc((size_t)n * sizeof *s->pos0);
+    s->setup0 = s->setup;
     int bad = !s->pos || !s->pos0 || s->api->create(host, &s->ctx, &s->p, &s->setup, &s->self);
     /* the species along the index as the core assigns them */
     long count[METRO_MAX_SPECIES];
@@ -237,13 +238,19 @@ static int make_system(sys *s, const metro_plugin *pot, const metro_host_api *ho
     return 0;
 }
 
-static void set_threads(sys *s, int threads)
+static int set_threads(sys *s, int threads)
 {
     snprintf(s->thr, sizeof s->thr, "%d", threads);
     /* coulomb_hs reads its thread count at create: make it again */
     s->api->destroy(s->self);
     s->self = NULL;
-    s->api->create(s->host, &s->ctx, &s->p, &s->setup, &s->self);
+    s->setup = s->setup0; /* a lone coulomb_hs declares the species again */
+    if (s->api->create(s->host, &s->ctx, &s->p, &s->setup, &s->self)) {
+        fprintf(stderr, "hierarchical_scaling: coulomb_hs: %s\n", s->ctx.msg);
+        return -1;
+    }
+    s->setup.terms = 1;
+    return 0;
 }
 
 /* Seconds per cycle of the reference (delta() for every trial, brush's CPU
@@ -340,7 +347,7 @@ static int hier_once(sys *s, const metro_plugin *smp, const metro_host_api *host
     api->finish(self, &st);
     double acc_rate;
     if (sscanf(ctx.last_log,
-               "hierarchical: %*d cycles, acceptance %lf; moves %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
+               "%*d cycles, acceptance %lf; moves %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
                "exact %lld, reference %lld (wall %lld, overlap %lld); far cells %lf and direct partners %lf per move; "
                "%lf s rebuilding the tree, %lf s moving (CPU %lf s, %lf s)",
                &acc_rate, &r->moves, &r->stage0, &r->stage1, &r->stage2, &r->exact, &r->fallback, &r->wall,
@@ -434,7 +441,7 @@ int main(int argc, char **argv)
         if (make_system(&s, pot, &host, n, 1)) return 1;
         xs[a] = n;
         for (int b = 0; b < nthreads; ++b) {
-            set_threads(&s, threads[b]);
+            if (set_threads(&s, threads[b])) return 1;
             hier_run r;
             if (hier_cycle(&s, smp, &host, threads[b], seconds, sets, nsets, &r)) return 1;
             double ref = reference_cycle(&s, ref_pd);

@@ -360,27 +360,28 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     if ((rc = estimate_memory(sim, sim->nobs, &host_need, &device_need, err)) ||
         (rc = check_memory(sim, host_need, device_need, err)))
         goto fail;
-    t0 = metro__now();
-    /* a direct-sum start-up that takes minutes says so, rather than sit
-     * silent (at the measured 2.2e8 pair terms/s of one core) */
-    double pairs = (double)st->particles * st->particles * st->replicas / 2;
-    if (st->backend == METRO_BACKEND_CPU && pairs > 1e10)
-        metro__log(sim, METRO_LOG_WARN, "initial energy: %.3g pair terms on the CPU, about %.3g s", pairs, pairs / 2.2e8);
-    if ((rc = metro__total_all(sim, st->energy, err))) goto fail;
-    for (int r = 0; r < st->replicas; ++r)
-        if (!isfinite(st->energy[r])) {
-            rc = metro__fail(err, METRO_ERUN, "[potential] %s: the initial configuration of replica %d has energy %g",
-                             sim->pot_name, r, st->energy[r]);
-            goto fail;
-        }
-    metro__log(sim, METRO_LOG_DEBUG, "initial energies in %.2f s", metro__now() - t0);
-    if (st->backend == METRO_BACKEND_CUDA &&
-        (rc = metro__upload(sim, st->d_energy, st->energy, (size_t)st->replicas * sizeof(double), err, "energies")))
-        goto fail;
     if (sim->ck && (rc = metro__resume_state(sim, err))) goto fail;
     if (sim->smp_api->start(sim->smp.self, st, sim->pot_api, sim->pot_self)) {
         rc = metro__plugin_failed(&sim->smp, err, METRO_ERUN, "could not start");
         goto fail;
+    }
+    /* a fresh run's energies: after start(), so a sampler with a faster
+     * sum of its own (total()) has its structures built; a resumed run has
+     * the checkpoint's */
+    if (!sim->ck) {
+        t0 = metro__now();
+        if ((rc = metro__total_all(sim, st->energy, err))) goto fail;
+        for (int r = 0; r < st->replicas; ++r)
+            if (!isfinite(st->energy[r])) {
+                rc = metro__fail(err, METRO_ERUN, "[potential] %s: the initial configuration of replica %d has energy %g",
+                                 sim->pot_name, r, st->energy[r]);
+                goto fail;
+            }
+        metro__log(sim, METRO_LOG_DEBUG, "initial energies in %.2f s (replica 0: E = %.12g)", metro__now() - t0,
+                   st->energy[0]);
+        if (st->backend == METRO_BACKEND_CUDA &&
+            (rc = metro__upload(sim, st->d_energy, st->energy, (size_t)st->replicas * sizeof(double), err, "energies")))
+            goto fail;
     }
     if (sim->ck && (rc = metro__resume_plugins(sim, err))) goto fail;
 

@@ -84,6 +84,7 @@ struct metro_sim {
     long sweeps, equilibration, check_every;
     double checkpoint_minutes;
     double drift_tolerance;
+    int warned_direct;            /* the slow direct energy sum was announced (backend.c) */
     int quiet;
     char *dir;                    /* run directory, NULL for none */
     int lock_fd;                  /* the run directory's lock, -1 for none */

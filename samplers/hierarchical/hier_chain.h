@@ -60,4 +60,44 @@ static void free_chain(chain *c)
     free(c->pos);
 }
 
+/* The energies from the tree (energy = tree: the run's start and its
+ * checks, total() of ABI 5) against the core's direct sum of the same
+ * positions (energy = direct, the same chain): at the start and after each
+ * of `rounds` pairs of cycles, on device.  Returns the largest difference
+ * relative to max(|E|, N), the drift check's scale. */
+static double tree_vs_direct(const char *device, int n, double R, const char *opts, int rounds)
+{
+    char ini[2][2048], s[512];
+    for (int k = 0; k < 2; ++k) {
+        snprintf(s, sizeof s, "plugin = hierarchical\n%s\nenergy = %s", opts, k ? "direct" : "tree");
+        ini_electrolyte(ini[k], sizeof ini[k], 9, n, R, s);
+    }
+    metro_sim *a = metro_test_sim(ini[0], device, NULL, 0);
+    metro_error err = {0};
+    const metro_state *sa = metro_sim_state(a, &err);
+    ck_assert_msg(sa != NULL, "%s", err.msg);
+    const double e0 = sa->energy[0];
+    metro_sim_destroy(a);
+    metro_sim *b = metro_test_sim(ini[1], device, NULL, 0);
+    a = metro_test_sim(ini[0], device, NULL, 0);
+    const metro_state *sb = metro_sim_state(b, &err);
+    ck_assert_msg(sb != NULL, "%s", err.msg);
+    double worst = fabs(e0 - sb->energy[0]) / fmax(fabs(sb->energy[0]), (double)n);
+    printf("N = %d, R = %g, %s: start: tree %.12g, direct %.12g\n", n, R, device, e0, sb->energy[0]);
+    for (int r = 0; r < rounds; ++r) {
+        ck_assert_msg(metro_sim_advance(a, 2, &err) == METRO_OK, "%s", err.msg);
+        ck_assert_msg(metro_sim_advance(b, 2, &err) == METRO_OK, "%s", err.msg);
+        const double et = metro_sim_total_energy(a, 0, &err), ed = metro_sim_total_energy(b, 0, &err);
+        sa = metro_sim_state(a, &err);
+        sb = metro_sim_state(b, &err);
+        ck_assert_msg(memcmp(sa->pos, sb->pos, (size_t)n * sizeof *sa->pos) == 0, "the two chains parted");
+        printf("  after %d cycles: tree %.12g, direct %.12g, running %.12g\n", 2 * (r + 1), et, ed, sa->energy[0]);
+        worst = fmax(worst, fabs(et - ed) / fmax(fabs(ed), (double)n));
+    }
+    metro_sim_destroy(a);
+    metro_sim_destroy(b);
+    printf("  largest difference %.3g of max(|E|, N)\n", worst);
+    return worst;
+}
+
 #endif

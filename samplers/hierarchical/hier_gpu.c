@@ -12,13 +12,13 @@
 
 #include "brush.h"
 
-#define HG_N_KERNELS 17
+#define HG_N_KERNELS 18
 static const char *const kernel_names[HG_N_KERNELS] = {
     "hg_mom",   "hg_norms", "hg_leaf_count", "hg_leaf_scan", "hg_leaf_fill", "hg_leaf_sort",    "hg_leaf_move",
     "hg_enclose", "hg_trials", "hg_tri",     "hg_prep",      "hg_chain",     "hg_exact",        "hg_exact_decide",
-    "hg_spec_list", "hg_spec", "hg_spec_final"};
+    "hg_spec_list", "hg_spec", "hg_spec_final", "hg_total_sum"};
 enum { K_MOM, K_NORMS, K_COUNT, K_SCAN, K_FILL, K_SORT, K_MOVE, K_ENCLOSE, K_TRIALS, K_TRI, K_PREP, K_CHAIN, K_EXACT,
-       K_DECIDE, K_SLIST, K_SPEC, K_SFINAL };
+       K_DECIDE, K_SLIST, K_SPEC, K_SFINAL, K_TSUM };
 
 #define HG_PHASES 5
 
@@ -251,6 +251,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     a->xbad = dalloc(g, HG_EXACT_BLOCKS * sizeof(int), &bad);
     a->status = dalloc(g, sizeof(hg_status), &bad);
     a->cycle_acc = dalloc(g, sizeof(long long), &bad);
+    a->tot = dalloc(g, 3 * sizeof(double), &bad);
     g->d_rnd = dalloc(g, (size_t)n * sizeof(float4), &bad);
     if (!bad && cu(g, cudaMallocHost((void **)&g->h_status, sizeof(hg_status)), "cudaMallocHost of the status")) bad = 1;
     if (bad || cu(g, cudaMemcpyAsync((void *)a->tab, tab, HG_T_SIZE * sizeof(double), cudaMemcpyHostToDevice, g->s), "uploading tables") ||
@@ -290,6 +291,42 @@ int hier_gpu_rebuild(hier_gpu *g)
            cu(g, cudaMemsetAsync(a->novf, 0, sizeof(int), g->s), "clearing the overflow list") || repack(g, 0) ||
            run2(g, K_MOM, (long long)a->n * (a->L > 1 ? a->L - 1 : 0) * 16, 128, 0) || run2(g, K_NORMS, cells, 128, 0) ||
            cu(g, cudaStreamSynchronize(g->s), "building the tree");
+}
+
+/* a walk's lists overflowed (hg_status.err) */
+static int overflowed(hier_gpu *g)
+{
+    return g->host->fail(g->ctx, "hierarchical: a tree walk outgrew its lists (%d cells a level, %d near leaves); "
+                                 "raise theta or leaf",
+                         HG_FRONT, HG_NEAR);
+}
+
+/* The total energy from the tree as it stands (DESIGN.md, "The energy"):
+ * every particle's walk at its own place, in chunks of 2 S (the scratch
+ * of a batch's walks), each chunk's ½ Σ U summed by one block in a fixed
+ * order, so two runs give the same bits. */
+int hier_gpu_total(hier_gpu *g, double *energy, double *bound, long long *bad)
+{
+    hg_args *a = &g->a;
+    const int b0 = a->b0, S = a->S, chunk = 2 * g->cfg.batch;
+    double tot[3];
+    int rc = cu(g, cudaMemsetAsync(a->tot, 0, sizeof tot, g->s), "clearing the total");
+    for (int c0 = 0; !rc && c0 < a->n; c0 += chunk) {
+        a->b0 = c0;
+        a->S = a->n - c0 < chunk ? a->n - c0 : chunk;
+        rc = run2(g, K_ENCLOSE, (long long)a->S * 32, 32 * HG_WARPS, 1) || run1(g, K_TSUM, HG_TSUM, HG_TSUM);
+    }
+    a->b0 = b0;
+    a->S = S;
+    if (rc || cu(g, cudaMemcpyAsync(tot, a->tot, sizeof tot, cudaMemcpyDeviceToHost, g->s), "reading the total") ||
+        cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->s), "reading the status") ||
+        cu(g, cudaStreamSynchronize(g->s), "the total energy"))
+        return -1;
+    if (g->h_status->err) return overflowed(g);
+    *energy = tot[0];
+    *bound = tot[1] * (1.0 + 1e-9);
+    *bad = (long long)tot[2];
+    return 0;
 }
 
 /* The chain stopped at trial k of the batch: the exact pass on the GPU,
@@ -365,7 +402,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
         if (g->profile && b0 > 0) /* the previous batch's update is done (its chain was waited for) */
             profile_phase(g, HG_PHASES - 1);
         mark(g, 0);
-        if (run1(g, K_TRIALS, S, 256) || run1(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS) || mark(g, 1) ||
+        if (run1(g, K_TRIALS, S, 256) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, 0) || mark(g, 1) ||
             cu(g, cudaLaunchKernel((const void *)g->k[K_TRI], tri_grid, tri_blk, args1, 0, g->s), "launching hg_tri") ||
             run1(g, K_PREP, S, 256) || run1(g, K_SLIST, pow2, pow2) || mark(g, 2) ||
             run1(g, K_SPEC, HG_EXACT_BLOCKS * 256LL, 256) || run1(g, K_SFINAL, S, 256) || mark(g, 3))
@@ -375,10 +412,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
                 cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->s), "reading the status") ||
                 cu(g, cudaStreamSynchronize(g->s), "the decision chain"))
                 return -1;
-            if (g->h_status->err)
-                return g->host->fail(g->ctx, "hierarchical: a tree walk outgrew its lists (%d cells a level, %d near "
-                                             "leaves); raise theta or leaf",
-                                     HG_FRONT, HG_NEAR);
+            if (g->h_status->err) return overflowed(g);
             if (g->h_status->stop >= S) break;
             from = g->h_status->stop;
             if (undecided(g, st, from, stats)) return -1;
@@ -402,7 +436,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
     if (g->profile) {
         profile_phase(g, HG_PHASES - 1);
         g->host->log(g->ctx, METRO_LOG_INFO,
-                     "hierarchical: profile so far: %.4g s walks, %.4g s mates' terms, %.4g s speculative exact "
+                     "profile so far: %.4g s walks, %.4g s mates' terms, %.4g s speculative exact "
                      "passes, %.4g s decision chain (its stops included), %.4g s tree updates",
                      g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->phase[4]);
     }

@@ -49,6 +49,8 @@
  * listed trials that share a chunk's reads (a tile) */
 #define HG_SPEC_CHUNK 128
 #define HG_SPEC_TILE 8
+/* Threads of the total energy's chunk sums (hg_total_sum), a power of two */
+#define HG_TSUM 256
 /* Partner chunks of the mates' terms (hg_tri) */
 #define HG_TRI_CHUNK 32
 
@@ -137,6 +139,7 @@ typedef struct hg_args {
     int *xbad;                      /* HG_EXACT_BLOCKS */
     hg_status *status;
     long long *cycle_acc;           /* acceptances of the current cycle */
+    double *tot;                    /* 3: the total energy, its bound, points that overlapped (hg_total_sum) */
 } hg_args;
 
 #ifndef __CUDACC__

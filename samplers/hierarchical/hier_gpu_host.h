@@ -33,6 +33,10 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
 void hier_gpu_free(hier_gpu *g);
 /* The tree afresh from st->d_pos (before the first cycle, after a restore) */
 int hier_gpu_rebuild(hier_gpu *g);
+/* The total energy of the positions the tree holds (built or updated),
+ * within *bound of the direct sum of the reference's float pair energies;
+ * *bad counts the particles that overlap another or share its place */
+int hier_gpu_total(hier_gpu *g, double *energy, double *bound, long long *bad);
 /* The cycle's uniforms go here (one float4 per particle) before a cycle */
 float4 *hier_gpu_uniforms(hier_gpu *g);
 cudaStream_t hier_gpu_stream(hier_gpu *g);

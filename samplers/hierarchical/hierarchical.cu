@@ -405,15 +405,19 @@ static __device__ __forceinline__ double hg_wsum(double v)
  * Against every particle at its place at the batch's start; the moving ion
  * itself left out (its far image subtracted, as hier_tree.c does), and a
  * mate whose place overlaps the point left out of the sum (the chain
- * counts that overlap: hg_tri). */
-extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a)
+ * counts that overlap: hg_tri).
+ * whole = 1 (the total energy, hier_gpu_total): point p is particle b0 + p
+ * at its place, p < S, against every other particle; no mates, so every
+ * overlap counts. */
+extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a, int whole)
 {
     const int lane = threadIdx.x & 31;
     const int p = blockIdx.x * HG_WARPS + (threadIdx.x >> 5);
-    if (p >= 2 * a.S) return;
-    const int k = p >> 1, is_t = !(p & 1);
-    const float4 o = a.told[k];
+    if (p >= (whole ? a.S : 2 * a.S)) return;
+    const int k = whole ? p : p >> 1, is_t = !whole && !(p & 1);
+    const float4 o = whole ? a.pos[a.b0 + k] : a.told[k];
     const float4 x = is_t ? a.ttri[k] : o;
+    const int mate_hi = whole ? 0 : a.b0 + a.S; /* mates: [b0, mate_hi) */
     const int skip = a.b0 + k;
     const float4 sa = a.prm.sp[coulomb_hs_species(o.w)];
     const double xd[3] = {(double)x.x, (double)x.y, (double)x.z};
@@ -542,7 +546,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
             const float dmin = __fadd_rn(sa.y, br);
             const int bad = r2 < __fmul_rn(dmin, dmin) || r2 == 0.0f;
             if (bad) {
-                if (id >= a.b0 && id < a.b0 + a.S) continue; /* a mate: the chain counts it */
+                if (id >= a.b0 && id < mate_hi) continue; /* a mate: the chain counts it */
                 if (r2 != 0.0f && is_t) overlap = 1;
                 else degenerate = 1;
                 continue;
@@ -567,7 +571,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
         const float r2 = hg_r2(x.x, x.y, x.z, b.x, b.y, b.z);
         const float dmin = __fadd_rn(sa.y, sb.y);
         if (r2 < __fmul_rn(dmin, dmin) || r2 == 0.0f) {
-            if (id >= a.b0 && id < a.b0 + a.S) continue;
+            if (id >= a.b0 && id < mate_hi) continue;
             if (r2 != 0.0f && is_t) overlap = 1;
             else degenerate = 1;
             continue;
@@ -600,6 +604,39 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
         r.degenerate = degenerate;
         a.pts[p] = r;
         if (err) a.status->err = 1;
+    }
+}
+
+/* One block of HG_TSUM threads: the total energy's share of the chunk of
+ * whole walks (points 0 ... S-1, particles b0 ...): ½ Σ_p U_p with U_p =
+ * Sf + λz S (the particle's pair energies with all others), added to
+ * tot[0] in a fixed order, the bound on its distance from the direct sum
+ * of the float pair energies (DESIGN.md, "The energy") to tot[1], and
+ * the points that met an overlap or a coincidence to tot[2]. */
+extern "C" __global__ void __launch_bounds__(HG_TSUM) hg_total_sum(hg_args a)
+{
+    __shared__ double sh[3][HG_TSUM];
+    const double u7 = 7.0 * 0x1p-24;
+    double u = 0.0, b = 0.0, bad = 0.0;
+    for (int p = threadIdx.x; p < a.S; p += HG_TSUM) {
+        const hg_point r = a.pts[p];
+        const double lz = (double)a.prm.sp[coulomb_hs_species(a.pos[a.b0 + p].w)].z;
+        u += r.Sf + lz * r.S;
+        b += fabs(lz) * (r.E + (2.0 * u7 + 2.0 * a.ksum + 1e-9 + r.adds * 0x1p-50) * r.Phi);
+        bad += (double)(r.overlap || r.degenerate);
+    }
+    sh[0][threadIdx.x] = u;
+    sh[1][threadIdx.x] = b;
+    sh[2][threadIdx.x] = bad;
+    for (int w = HG_TSUM / 2; w; w >>= 1) {
+        __syncthreads();
+        if (threadIdx.x < w)
+            for (int c = 0; c < 3; ++c) sh[c][threadIdx.x] += sh[c][threadIdx.x + w];
+    }
+    if (threadIdx.x == 0) {
+        a.tot[0] += 0.5 * sh[0][0];
+        a.tot[1] += 0.5 * sh[1][0];
+        a.tot[2] += sh[2][0];
     }
 }
 

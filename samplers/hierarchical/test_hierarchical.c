@@ -11,6 +11,9 @@
  *                   at the paper's density, 5 cycles);
  *   broken bound    with bound_scale = 0 (no error bound) the dense chain
  *                   departs from the reference: the comparison can fail;
+ *   tree energy     the energies from the tree (energy = tree) are the
+ *                   core's direct sum's within 2e-5 of max(|E|, N), at the
+ *                   start and after cycles;
  *   two ions        PHYSICS.md §2's exact check;
  *   refusals        a potential it cannot serve, bad parameters, a
  *                   tolerance on CUDA (every far cell takes `order` there);
@@ -252,7 +255,6 @@ static void same_chain(int n, double R, int cycles, const char *step, const char
     ck_assert_msg(bad == 0, "%d coordinates differ by more than 1e-4", bad);
     ck_assert(memcmp(a.pos, b.pos, (size_t)n * sizeof *a.pos) == 0);
     ck_assert_msg(tot > n / 20, "too few acceptances (%lld) to mean anything", tot);
-    /* the running energy stays the recomputed one */
     /* the running energy stays close to the recomputed one: far cells
      * enter it with their (bounded) truncation error, which the core's
      * drift check (1e-4 of max(|E|, N)) allows many times over */
@@ -284,6 +286,18 @@ START_TEST(same_chain_dense_coarse)
     /* few levels of work per move: low order, wide theta, no refinement,
      * so most moves fall back to the reference */
     same_chain(2048, 90.0, 10, "step = 6", "order = 1\norder_refine = 1\ntheta = 0.8\nrefine = 0");
+}
+END_TEST
+
+START_TEST(tree_energy)
+{
+    /* the paper's density and the dense melt, where near partners
+     * dominate.  Measured: 8e-7 and 3e-8 of max(|E|, N) (the far cells'
+     * truncation, and the ulp by which λ z_a z_b rounds differently from
+     * a's side and from b's); the drift check allows 1e-4, the
+     * running-energy tests 2e-5 */
+    ck_assert(tree_vs_direct("cpu", 4096, 598.0, "step = 0", 2) < 2e-5);
+    ck_assert(tree_vs_direct("cpu", 4096, 110.0, "step = 6", 2) < 2e-5);
 }
 END_TEST
 
@@ -465,7 +479,7 @@ int main(void)
     add(tc, "same_chain_dilute_65536", same_chain_dilute_65536);
     (void)enclosure, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
     (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda_tolerance;
-    (void)resume_is_exact;
+    (void)resume_is_exact, (void)tree_energy;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 #else
@@ -479,6 +493,7 @@ int main(void)
     add(tc, "same_chain_dense_4096", same_chain_dense_4096);
     add(tc, "same_chain_dense_coarse", same_chain_dense_coarse);
     add(tc, "broken_bound_is_caught", broken_bound_is_caught);
+    add(tc, "tree_energy", tree_energy);
     add(tc, "two_ions", two_ions);
     add(tc, "refusals", refusals);
     add(tc, "refuses_cuda_tolerance", refuses_cuda_tolerance);

@@ -9,7 +9,9 @@
  *                a coarse enclosure (order 1, small batches) where the
  *                chain stops for the exact pass many times;
  *   broken bound bound_scale = 0 parts the dense chain: the test can fail;
- *   energy       the running energy stays the recomputed one;
+ *   energy       the running energy stays the recomputed one, and the
+ *                energies from the tree (energy = tree) are the direct
+ *                sum's within 2e-5 of max(|E|, N);
  *   reproducible two CUDA runs give the same bits, energy included. */
 #include <math.h>
 #include <stdio.h>
@@ -96,6 +98,16 @@ START_TEST(broken_bound_is_caught)
 }
 END_TEST
 
+START_TEST(tree_energy)
+{
+    /* the walks of every particle at its own place (hier_gpu_total) against
+     * the core's direct sum on the GPU; 5000 ions in chunks of 2 x 96 (the
+     * last one partial), and the dense melt */
+    ck_assert(tree_vs_direct("cuda", 5000, 640.0, "step = 0\nbatch = 96", 2) < 2e-5);
+    ck_assert(tree_vs_direct("cuda", 4096, 110.0, "step = 6", 2) < 2e-5);
+}
+END_TEST
+
 START_TEST(reproducible)
 {
     char ini[2048];
@@ -120,6 +132,7 @@ int main(void)
     tcase_add_test(tc, same_chain_coarse_small_batches);
     tcase_add_test(tc, broken_bound_is_caught);
     tcase_add_test(tc, reproducible);
+    tcase_add_test(tc, tree_energy);
     tcase_add_test(tc, same_chain_65536);
     suite_add_tcase(s, tc);
     return metro_test_main(s);

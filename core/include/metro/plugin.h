@@ -42,8 +42,11 @@ extern "C" {
  * 4: metro_pd_sum (metro/hd.h) grew the core's `near`, and the device runs
  * of pair-deltas a second pass for a composite's short-ranged terms
  * (metro_pair_delta_near / _near_add, metro/device.h).  Potentials return
- * the struct by value, so only version 4 plugins load. */
-#define METRO_ABI_VERSION 4u
+ * the struct by value, so only version 4 plugins load.
+ * 5: samplers may offer total(): the energies the core starts from and
+ * checks against, by the sampler's own means (a tree instead of the O(N²)
+ * direct sum); the sampler table grew, so only version 5 plugins load. */
+#define METRO_ABI_VERSION 5u
 
 typedef enum metro_kind {
     METRO_KIND_POTENTIAL = 1,
@@ -433,6 +436,17 @@ typedef struct metro_sampler_api {
      * (CPU backend, different sizes) returns 0 and changes nothing. */
     int (*join)(void *const *selves, int k);
     void (*leave)(void *self);
+    /* ---- ABI version 5: the sampler's optional total() (NULL when absent) ----
+     * total(self, st, out): each replica's total energy at st's current
+     * positions, computed by the sampler's own means where the core's direct
+     * sum (O(N²) pair terms) would be slow: a tree, within the drift check's
+     * tolerance.  The core asks it for the initial energies (after start(),
+     * before the first advance(); start() must not read st->energy) and for
+     * every energy check (after sync()).  Returns 0 with out[] filled, 1 to
+     * leave this call to the core's direct sum, or -1 on failure (reason
+     * given through host->fail).  An overlap gives +INFINITY, as the direct
+     * sum would. */
+    int (*total)(void *self, const metro_state *st, double *out);
 } metro_sampler_api;
 
 /* Observables measure the state every `every` sweeps after equilibration.
