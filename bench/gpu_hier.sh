@@ -86,7 +86,9 @@ startup)
       ini $n hierarchical 1 "trials = 1
 energy = $how" > /tmp/t_s.ini
       rm -rf /tmp/t_s
-      w=$( { /usr/bin/time -f "%e" timeout 560 build-gpu/bin/metro run /tmp/t_s.ini --output /tmp/t_s --overwrite --quiet > $out/startup_${how}_$n.txt 2>&1; } 2>&1 | tail -1)
+      t0=$(date +%s.%N)
+      timeout 560 build-gpu/bin/metro run /tmp/t_s.ini --output /tmp/t_s --overwrite --quiet > $out/startup_${how}_$n.txt 2>&1
+      w=$(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN{printf "%.1f", b-a}')
       cp /tmp/t_s/log.txt $out/log_startup_${how}_$n.txt 2>/dev/null
       pl=$(grep -oE 'placed [0-9]+ particles in [0-9.]+ s' /tmp/t_s/log.txt | awk '{print $5}')
       ie=$(grep -oE 'initial energies in [0-9.]+ s' /tmp/t_s/log.txt | awk '{print $4}')

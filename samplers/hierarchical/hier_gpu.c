@@ -385,6 +385,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
 {
     hg_args *a = &g->a;
     const int S0 = g->cfg.batch;
+    const int nb = (trials + S0 - 1) / S0, every = (nb + HG_REPACKS - 1) / HG_REPACKS;
     if (cu(g, cudaMemsetAsync(a->cycle_acc, 0, sizeof(long long), g->s), "clearing the count") || repack(g, 1))
         return -1;
     for (int b0 = 0; b0 < trials; b0 += S0) {
@@ -423,6 +424,9 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
         if (run1(g, K_MOVE, pow2, pow2) || run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) ||
             run2(g, K_NORMS, (long long)S * lv * 2, 128, 1))
             return -1;
+        /* the holes and the overflow list gone, the leaves in index order
+         * again (HG_REPACKS) */
+        if ((b0 / S0 + 1) % every == 0 && b0 + S0 < trials && repack(g, 1)) return -1;
         mark(g, 5);
     }
     long long acc = 0;

@@ -49,6 +49,12 @@
  * listed trials that share a chunk's reads (a tile) */
 #define HG_SPEC_CHUNK 128
 #define HG_SPEC_TILE 8
+/* The leaves are packed afresh this many times a cycle (at its start and
+ * after every n / (HG_REPACKS S) batches): between packings a moving
+ * particle leaves a hole and is appended to its new leaf, or, where that
+ * is full, to the overflow list that every walk scans, so the walks slow
+ * down as a cycle goes on */
+#define HG_REPACKS 8
 /* Threads of the total energy's chunk sums (hg_total_sum), a power of two */
 #define HG_TSUM 256
 /* Partner chunks of the mates' terms (hg_tri) */

@@ -12,8 +12,9 @@
  *   broken bound    with bound_scale = 0 (no error bound) the dense chain
  *                   departs from the reference: the comparison can fail;
  *   tree energy     the energies from the tree (energy = tree) are the
- *                   core's direct sum's within 2e-5 of max(|E|, N), at the
- *                   start and after cycles;
+ *                   core's direct sum's and the exact (long double) sum's
+ *                   within 2e-5 of max(|E|, N), at the start and after
+ *                   cycles;
  *   two ions        PHYSICS.md §2's exact check;
  *   refusals        a potential it cannot serve, bad parameters, a
  *                   tolerance on CUDA (every far cell takes `order` there);
@@ -292,10 +293,10 @@ END_TEST
 START_TEST(tree_energy)
 {
     /* the paper's density and the dense melt, where near partners
-     * dominate.  Measured: 8e-7 and 3e-8 of max(|E|, N) (the far cells'
-     * truncation, and the ulp by which λ z_a z_b rounds differently from
-     * a's side and from b's); the drift check allows 1e-4, the
-     * running-energy tests 2e-5 */
+     * dominate.  Measured: at most 8e-7 and 5.6e-6 of max(|E|, N) from the
+     * direct sum, 6e-7 and 2.2e-6 from the exact sum (the direct sum
+     * rounds λ z_a z_b as fl(λ z_a) z_b, a systematic error of its own);
+     * the drift check allows 1e-4, the running-energy tests 2e-5 */
     ck_assert(tree_vs_direct("cpu", 4096, 598.0, "step = 0", 2) < 2e-5);
     ck_assert(tree_vs_direct("cpu", 4096, 110.0, "step = 6", 2) < 2e-5);
 }

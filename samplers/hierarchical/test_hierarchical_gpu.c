@@ -11,7 +11,7 @@
  *   broken bound bound_scale = 0 parts the dense chain: the test can fail;
  *   energy       the running energy stays the recomputed one, and the
  *                energies from the tree (energy = tree) are the direct
- *                sum's within 2e-5 of max(|E|, N);
+ *                and the exact sum's within 2e-5 of max(|E|, N);
  *   reproducible two CUDA runs give the same bits, energy included. */
 #include <math.h>
 #include <stdio.h>
