@@ -20,7 +20,7 @@ static const char *const kernel_names[HG_N_KERNELS] = {
 enum { K_MOM, K_NORMS, K_COUNT, K_SCAN, K_FILL, K_SORT, K_MOVE, K_ENCLOSE, K_TRIALS, K_TRI, K_PREP, K_CHAIN, K_EXACT,
        K_DECIDE, K_SLIST, K_SPEC, K_SFINAL, K_TSUM };
 
-#define HG_PHASES 5
+#define HG_PHASES 6
 
 struct hier_gpu {
     const metro_host_api *host;
@@ -36,8 +36,8 @@ struct hier_gpu {
     void *allocs[64];
     int nallocs;
     /* METRO_HIER_PROFILE=1: CUDA events around a batch's phases (walks,
-     * mates' terms, speculative exact passes, the decision chain with its
-     * stops, tree update), summed per run */
+     * mates' terms, refined looks, speculative exact passes, the decision
+     * chain with its stops, tree update), summed per run */
     int profile;
     cudaEvent_t ev[HG_PHASES + 1];
     double phase[HG_PHASES];
@@ -244,7 +244,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     a->spec = dalloc(g, (size_t)S * sizeof(int), &bad);
     a->slist = dalloc(g, (size_t)S * sizeof(int), &bad);
     a->nslist = dalloc(g, sizeof(int), &bad);
-    a->xsp = dalloc(g, (size_t)S * HG_SPEC_CHUNK * 3 * sizeof(double), &bad);
+    a->xsp = dalloc(g, (size_t)S * HG_SPEC_CHUNKS_MAX * 3 * sizeof(double), &bad);
     a->xs = dalloc(g, (size_t)S * 3 * sizeof(double), &bad);
     a->acc = dalloc(g, (size_t)S, &bad);
     a->xpart = dalloc(g, 2 * HG_EXACT_BLOCKS * sizeof(double), &bad);
@@ -314,7 +314,7 @@ int hier_gpu_total(hier_gpu *g, double *energy, double *bound, long long *bad)
     for (int c0 = 0; !rc && c0 < a->n; c0 += chunk) {
         a->b0 = c0;
         a->S = a->n - c0 < chunk ? a->n - c0 : chunk;
-        rc = run2(g, K_ENCLOSE, (long long)a->S * 32, 32 * HG_WARPS, 1) || run1(g, K_TSUM, HG_TSUM, HG_TSUM);
+        rc = run2(g, K_ENCLOSE, (long long)a->S * 32, 32 * HG_WARPS, HG_WALK_WHOLE) || run1(g, K_TSUM, HG_TSUM, HG_TSUM);
     }
     a->b0 = b0;
     a->S = S;
@@ -403,10 +403,15 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
         if (g->profile && b0 > 0) /* the previous batch's update is done (its chain was waited for) */
             profile_phase(g, HG_PHASES - 1);
         mark(g, 0);
-        if (run1(g, K_TRIALS, S, 256) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, 0) || mark(g, 1) ||
+        if (run1(g, K_TRIALS, S, 256) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1) ||
             cu(g, cudaLaunchKernel((const void *)g->k[K_TRI], tri_grid, tri_blk, args1, 0, g->s), "launching hg_tri") ||
             run1(g, K_PREP, S, 256) || run1(g, K_SLIST, pow2, pow2) || mark(g, 2) ||
-            run1(g, K_SPEC, HG_EXACT_BLOCKS * 256LL, 256) || run1(g, K_SFINAL, S, 256) || mark(g, 3))
+            /* the listed trials looked at again, closer (the CPU's first
+             * refinement), and listed anew: the exact passes are for what
+             * that leaves open */
+            (g->cfg.refine > 0 && (run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_REFINE) ||
+                                   run1(g, K_PREP, S, 256) || run1(g, K_SLIST, pow2, pow2))) ||
+            mark(g, 3) || run1(g, K_SPEC, HG_EXACT_BLOCKS * 256LL, 256) || run1(g, K_SFINAL, S, 256) || mark(g, 4))
             return -1;
         for (;;) {
             if (cu(g, cudaLaunchKernel((const void *)g->k[K_CHAIN], one, chain_blk, cargs, 0, g->s), "launching hg_chain") ||
@@ -418,7 +423,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
             from = g->h_status->stop;
             if (undecided(g, st, from, stats)) return -1;
         }
-        mark(g, 4);
+        mark(g, 5);
         for (int p = 0; g->profile && p < HG_PHASES - 1; ++p) profile_phase(g, p);
         const int lv = a->L > 1 ? a->L - 1 : 0;
         if (run1(g, K_MOVE, pow2, pow2) || run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) ||
@@ -427,7 +432,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
         /* the holes and the overflow list gone, the leaves in index order
          * again (HG_REPACKS) */
         if ((b0 / S0 + 1) % every == 0 && b0 + S0 < trials && repack(g, 1)) return -1;
-        mark(g, 5);
+        mark(g, 6);
     }
     long long acc = 0;
     if (cu(g, cudaMemcpyAsync(&acc, a->cycle_acc, sizeof acc, cudaMemcpyDeviceToHost, g->s), "reading acceptances") ||
@@ -440,9 +445,10 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
     if (g->profile) {
         profile_phase(g, HG_PHASES - 1);
         g->host->log(g->ctx, METRO_LOG_INFO,
-                     "profile so far: %.4g s walks, %.4g s mates' terms, %.4g s speculative exact "
-                     "passes, %.4g s decision chain (its stops included), %.4g s tree updates",
-                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->phase[4]);
+                     "profile so far: %.4g s walks, %.4g s mates' terms, %.4g s refined looks, %.4g s "
+                     "speculative exact passes, %.4g s decision chain (its stops included), %.4g s tree updates "
+                     "(the leaves' packings included)",
+                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->phase[4], g->phase[5]);
     }
     return 0;
 }

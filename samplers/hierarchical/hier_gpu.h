@@ -45,9 +45,13 @@
 #define HG_FIX_SLACK 0x1p-35
 /* Blocks of the exact pass (their partial sums are added in order) */
 #define HG_EXACT_BLOCKS 264
-/* Particle chunks of the speculative exact passes (hg_spec), and the
- * listed trials that share a chunk's reads (a tile) */
+/* Particle chunks of the speculative exact passes (hg_spec): enough work
+ * items (tiles x chunks) for about 4 per block of the grid, between
+ * HG_SPEC_CHUNK and HG_SPEC_CHUNKS_MAX chunks of at least 256 particles
+ * (hg_spec_chunks); and the listed trials that share a chunk's reads (a
+ * tile) */
 #define HG_SPEC_CHUNK 128
+#define HG_SPEC_CHUNKS_MAX 1024
 #define HG_SPEC_TILE 8
 /* The leaves are packed afresh this many times a cycle (at its start and
  * after every n / (HG_REPACKS S) batches): between packings a moving
@@ -55,6 +59,10 @@
  * is full, to the overflow list that every walk scans, so the walks slow
  * down as a cycle goes on */
 #define HG_REPACKS 8
+/* What a walk (hg_enclose) encloses */
+#define HG_WALK_FIRST 0
+#define HG_WALK_REFINE 1
+#define HG_WALK_WHOLE 2
 /* Threads of the total energy's chunk sums (hg_total_sum), a power of two */
 #define HG_TSUM 256
 /* Partner chunks of the mates' terms (hg_tri) */
@@ -137,7 +145,7 @@ typedef struct hg_args {
     int *nstate;                    /* 2 S: its counts */
     int *spec;                      /* S: the trial gets a speculative exact pass (hg_prep) */
     int *slist, *nslist;            /* those trials, in order, and their number */
-    double *xsp;                    /* their partial sums: HG_SPEC_CHUNK x 3 per entry of slist */
+    double *xsp;                    /* their partial sums: chunks x 3 per entry of slist (hg_spec_chunks) */
     double *xs;                     /* S x 3: Σ d_j, Σ|d_j| over the batch start's partners, 1 if one was bad */
     double *dE;                     /* S: each accepted move's energy change */
     unsigned char *acc;             /* S: decisions */

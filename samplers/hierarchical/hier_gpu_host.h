@@ -14,6 +14,7 @@ typedef struct hier_gpu_cfg {
     const metro_potential_api *pot; /* the reference's delta(), for what the exact pass leaves open */
     void *pot_self;
     int L, order, order_hi, direct_max, batch;
+    int refine; /* > 0: the trials the first look leaves near their threshold get a refined look */
     double Rt, theta, dcut, bound_scale;
     float step;
 } hier_gpu_cfg;

@@ -44,6 +44,10 @@
 /* Degrees of the |z|-weighted series that bounds Phi over a far cell
  * (hier_tree.c, phi_bound; at most pm) */
 #define HIER_PHI_DEG 4
+/* The first refinement opens the cells a little further than the first
+ * look: theta times this (the Legendre tail beyond the stored degrees,
+ * which bounds what the moments' norms do not, falls as (rho/d)^15) */
+#define HIER_THETA_REFINE 0.85
 
 typedef struct hier_tree {
     int n;                       /* particles */

@@ -29,8 +29,10 @@
  *
  * On CUDA (hier_gpu.c, hierarchical.cu; DESIGN.md "The GPU path") the same
  * decisions come from batches of `batch` trials enclosed in parallel and
- * decided in order; an undecided move goes straight to the exact pass (the
- * refinement stages, `refine`, `tolerance` and `threads` are the CPU's).
+ * decided in order; with refine > 0 the trials the first look leaves near
+ * their threshold get one refined look (order_refine at 0.85 theta), and
+ * what that leaves open goes to the exact pass (the further stages,
+ * `tolerance` and `threads` are the CPU's).
  *
  * Parameters:
  *   step = 0       D, the side of the trial cube (brush's meaning; 0 = 2R/3)
@@ -91,9 +93,6 @@
 #include "brush_cycles.h" /* brush's history and uniform pool: the same stream, consumed alike */
 
 #define HIER_MAX_STAGES 8
-#ifndef HIER_THETA_REFINE
-#define HIER_THETA_REFINE 0.85
-#endif
 
 typedef struct hier {
     const metro_host_api *host;
@@ -288,7 +287,7 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
     const int L = leaf_level(b->n, b->leaf);
     if (st->backend == METRO_BACKEND_CUDA) {
         const hier_gpu_cfg cfg = {.prm = b->prm, .pot = pot, .pot_self = pot_self, .L = L, .order = b->order,
-                                  .order_hi = b->order_hi, .direct_max = b->direct_max, .batch = b->batch, .Rt = Rt,
+                                  .order_hi = b->order_hi, .direct_max = b->direct_max, .batch = b->batch, .refine = b->refine, .Rt = Rt,
                                   .theta = b->theta, .dcut = b->dmax * 1.001 + 1e-6, .bound_scale = b->bound_scale,
                                   .step = b->step};
         if (hier_gpu_create(b->host, b->ctx, &cfg, st, &b->gpu)) return -1;

@@ -405,16 +405,25 @@ static __device__ __forceinline__ double hg_wsum(double v)
  * Against every particle at its place at the batch's start; the moving ion
  * itself left out (its far image subtracted, as hier_tree.c does), and a
  * mate whose place overlaps the point left out of the sum (the chain
- * counts that overlap: hg_tri).
- * whole = 1 (the total energy, hier_gpu_total): point p is particle b0 + p
- * at its place, p < S, against every other particle; no mates, so every
- * overlap counts. */
-extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a, int whole)
+ * counts that overlap: hg_tri).  mode:
+ *   HG_WALK_FIRST   the first look (order p_lo, theta);
+ *   HG_WALK_REFINE  the refined look (order pm - HIER_EXTRA at
+ *                   HIER_THETA_REFINE theta) of the trials hg_spec_list
+ *                   listed: p = 2e + (0 trial, 1 old place) for the e-th,
+ *                   written over that trial's first look;
+ *   HG_WALK_WHOLE   the total energy (hier_gpu_total): point p is particle
+ *                   b0 + p at its place, p < S, against every other
+ *                   particle; no mates, so every overlap counts. */
+extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a, int mode)
 {
     const int lane = threadIdx.x & 31;
     const int p = blockIdx.x * HG_WARPS + (threadIdx.x >> 5);
-    if (p >= (whole ? a.S : 2 * a.S)) return;
-    const int k = whole ? p : p >> 1, is_t = !whole && !(p & 1);
+    const int whole = mode == HG_WALK_WHOLE, refined = mode == HG_WALK_REFINE;
+    if (p >= (whole ? a.S : refined ? 2 * *a.nslist : 2 * a.S)) return;
+    const int k = whole ? p : refined ? a.slist[p >> 1] : p >> 1, is_t = !whole && !(p & 1);
+    const int out = whole ? p : 2 * k + (p & 1); /* where the result goes in pts */
+    const int q = refined ? a.pm - HIER_EXTRA : a.p_lo;
+    const double theta = refined ? a.theta * HIER_THETA_REFINE : a.theta;
     const float4 o = whole ? a.pos[a.b0 + k] : a.told[k];
     const float4 x = is_t ? a.ttri[k] : o;
     const int mate_hi = whole ? 0 : a.b0 + a.S; /* mates: [b0, mate_hi) */
@@ -438,7 +447,6 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
         nnear = a.count[0] > 0;
     }
     __syncwarp();
-    const int q = a.p_lo;
     for (int l = 1; l <= a.L && !err; ++l) {
         const unsigned *fc = front + cur * HG_FRONT;
         unsigned *fn = front + (cur ^ 1) * HG_FRONT;
@@ -471,7 +479,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
                                                  xd[2] - hg_centre(&a, l, iz)};
                             const double d = sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2]);
                             const double rho = a.rho[l];
-                            if (rho <= a.theta * d && d - rho >= a.dcut) {
+                            if (rho <= theta * d && d - rho >= a.dcut) {
                                 if (cn <= a.direct_max && l >= a.L - 2) {
                                     push = 1;
                                     val |= 1u << 30;
@@ -602,7 +610,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
         r.adds = adds;
         r.overlap = overlap;
         r.degenerate = degenerate;
-        a.pts[p] = r;
+        a.pts[out] = r;
         if (err) a.status->err = 1;
     }
 }
@@ -803,9 +811,20 @@ extern "C" __global__ void hg_spec_list(hg_args a)
     if (k == nt - 1) *a.nslist = sc[k];
 }
 
+/* Chunks of the particles per tile of the speculative exact passes: few
+ * tiles (the refined look leaves a handful of trials a batch) get more,
+ * smaller chunks, so the grid's blocks all have work (with 128 chunks one
+ * tile kept half of them idle) */
+static __device__ __forceinline__ int hg_spec_chunks(const hg_args *a, int tiles)
+{
+    const int want = tiles ? (4 * HG_EXACT_BLOCKS + tiles - 1) / tiles : 1;
+    const int most = max(HG_SPEC_CHUNK, min(HG_SPEC_CHUNKS_MAX, a->n / 256));
+    return max(HG_SPEC_CHUNK, min(want, most));
+}
+
 /* The speculative exact passes, tiled: the ns listed trials are cut into
  * G = ceil(ns / HG_SPEC_TILE) tiles of at most ceil(ns / G); work item w
- * is chunk w % HG_SPEC_CHUNK of the particles for tile w / HG_SPEC_CHUNK,
+ * is chunk w % C of the particles for tile w / C (C = hg_spec_chunks),
  * against every particle where it is at the batch's start (the mates'
  * changes come from hg_tri).  Each partner is read once for all the
  * tile's trials (one pass per trial streamed all N positions from DRAM:
@@ -823,11 +842,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) hg_spec(hg_args a)
     const int ns = *a.nslist;
     const int tiles = (ns + HG_SPEC_TILE - 1) / HG_SPEC_TILE;
     const int ts = tiles ? (ns + tiles - 1) / tiles : 1; /* balanced: few repeats in the last tile */
-    const int items = tiles * HG_SPEC_CHUNK;
-    const int per = (a.n + HG_SPEC_CHUNK - 1) / HG_SPEC_CHUNK;
+    const int nc = hg_spec_chunks(&a, tiles), items = tiles * nc;
+    const int per = (a.n + nc - 1) / nc;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int w = blockIdx.x; w < items; w += gridDim.x) {
-        const int e0 = w / HG_SPEC_CHUNK * ts, c = w % HG_SPEC_CHUNK;
+        const int e0 = w / nc * ts, c = w % nc;
         const int ne = min(ts, ns - e0);
         if ((int)threadIdx.x < HG_SPEC_TILE) { /* a short tile repeats its last trial (not written) */
             const int k = a.slist[e0 + min((int)threadIdx.x, ne - 1)];
@@ -882,7 +901,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) hg_spec(hg_args a)
                 x += ws[q][1][v];
                 bd |= wb[q][v];
             }
-            double *out = a.xsp + 3 * ((size_t)(e0 + q) * HG_SPEC_CHUNK + c);
+            double *out = a.xsp + 3 * ((size_t)(e0 + q) * nc + c);
             out[0] = s;
             out[1] = x;
             out[2] = (double)bd;
@@ -898,8 +917,9 @@ extern "C" __global__ void hg_spec_final(hg_args a)
     if (e >= *a.nslist) return;
     const int k = a.slist[e];
     double sum = 0.0, abs = 0.0, bad = 0.0;
-    for (int c = 0; c < HG_SPEC_CHUNK; ++c) {
-        const double *x = a.xsp + 3 * ((size_t)e * HG_SPEC_CHUNK + c);
+    const int ns = *a.nslist, nc = hg_spec_chunks(&a, (ns + HG_SPEC_TILE - 1) / HG_SPEC_TILE);
+    for (int c = 0; c < nc; ++c) {
+        const double *x = a.xsp + 3 * ((size_t)e * nc + c);
         sum += x[0];
         abs += x[1];
         bad += x[2];
