@@ -929,21 +929,58 @@ extern "C" __global__ void hg_spec_final(hg_args a)
     a.xs[3 * (size_t)k + 2] = bad;
 }
 
-/* One block of S threads (rounded up to 32), thread k the k-th trial: the
- * decisions in index order, from `from`.  Each step: the deciding thread
- * applies hierarchical.c's rule to its running sum; on acceptance every
- * later thread adds mate j's exact change.  An undecided trial stops the
- * chain (its state kept in vstate / nstate) for the exact pass. */
-extern "C" __global__ void hg_chain(hg_args a, int from)
+/* Warp w's share of a 32 x 32 block of the mates' terms: rows mates
+ * 32 rr ... (the deciding chunk), columns the warp's own trials, into
+ * shared memory (terms of trials past S: 0) */
+static __device__ __forceinline__ void hg_stage(const hg_args *a, int rr, int w, double (*dst)[32],
+                                                unsigned char (*fdst)[32])
 {
-    __shared__ int sdec[2];
-    const int k = threadIdx.x, in = k < a.S;
+    const int lane = threadIdx.x & 31, k = 32 * w + lane;
+    for (int u = 0; u < 32; ++u) {
+        const int j = 32 * rr + u;
+        const int ok = j < a->S && k < a->S;
+        dst[u][lane] = ok ? a->corr[(size_t)j * a->S + k] : 0.0;
+        fdst[u][lane] = ok ? a->flg[(size_t)j * a->S + k] : (unsigned char)0;
+    }
+    __syncwarp();
+}
+
+/* One block of S threads (rounded up to 32), thread k the k-th trial: the
+ * decisions in index order, from `from`, a warp's 32 trials (a chunk) at a
+ * time.  The chunk's warp decides its trials one after the other: the
+ * deciding lane applies hierarchical.c's rule to its running sum, a
+ * shuffle hands the decision to the warp, and on acceptance every later
+ * lane adds mate j's exact change (from shared memory, where the warp put
+ * its block of terms while the chunk before it was decided).  Then one
+ * block barrier, and every later warp adds the accepted mates' changes in
+ * index order: the next warp from shared memory, so it can start at once,
+ * the others from global memory while the next chunk is decided.  Every running sum has
+ * the bits of a chain of single decisions.  (One barrier and one global
+ * load per decision was ~0.6 µs a decision.)  An undecided trial stops the
+ * chain (its state kept in vstate / nstate) for the exact pass. */
+extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(hg_args a, int from)
+{
+    __shared__ unsigned smask[HG_MAX_BATCH / 32]; /* per chunk: the lanes accepted */
+    __shared__ int sstop;                         /* the first undecided trial, or S */
+    /* by chunk parity: the deciding warp's own block, and the next warp's
+     * block of the deciding chunk's terms */
+    __shared__ double sdiag[2][32][32], snext[2][32][32];
+    __shared__ unsigned char fdiag[2][32][32], fnext[2][32][32];
+    const int k = threadIdx.x, lane = k & 31, warp = k >> 5, in = k < a.S;
     double v = 0.0; /* Σ of the accepted mates' changes */
     int nA = 0, nB = 0, spec = 0;
     hg_trial tr;
+    double X = 0.0, absX = 0.0, badX = 0.0; /* the speculative exact pass's sums */
+    float4 mytrial = make_float4(0.f, 0.f, 0.f, 0.f);
     if (in) {
         tr = a.tr[k];
+        mytrial = a.ttri[k];
         spec = a.spec[k];
+        if (spec) {
+            X = a.xs[3 * (size_t)k];
+            absX = a.xs[3 * (size_t)k + 1];
+            badX = a.xs[3 * (size_t)k + 2];
+        }
         if (from == 0) {
             nA = tr.nA;
         } else {
@@ -955,80 +992,114 @@ extern "C" __global__ void hg_chain(hg_args a, int from)
     hg_status *st = a.status;
     const int preset = st->preset;
     int decided0 = 0, decided1 = 0;
-    for (int j = from; j < a.S; ++j) {
-        double cj = 0.0;
-        unsigned char fj = 0;
-        if (in && k > j) {
-            cj = a.corr[(size_t)j * a.S + k];
-            fj = a.flg[(size_t)j * a.S + k];
-        }
-        if (k == j) {
-            int d;
-            double de = v;
-            if (j == from && preset >= 0) {
-                d = preset;
-                de = st->preset_de;
-            } else if (tr.blocked || nA > 0 || nB > 0) {
-                d = 0;
-                ++decided0;
-            } else if (tr.degenerate) {
-                d = 2;
-            } else {
-                de = tr.est + v;
-                const double hi = de + tr.eps, lo = de - tr.eps;
-                d = (hi <= 0.0 || hi <= tr.T - tr.dT) ? 1 : (lo >= tr.T + tr.dT) ? 0 : 2;
-                if (d != 2) {
-                    ++decided0;
-                } else if (spec && a.xs[3 * (size_t)k + 2] == 0.0) {
-                    /* the speculative exact pass: every partner's
-                     * reference term at the batch's start, plus the mates'
-                     * exact changes; both sums within κ Σ|terms| of the
-                     * exact ones, ours also within one rounding per mate */
-                    const double X = a.xs[3 * (size_t)k], absX = a.xs[3 * (size_t)k + 1];
-                    const double absA = tr.absA;
-                    const double w = X + v;
-                    const double ex = a.bound_scale * (2.0 * a.ksum * (absX + absA) * (1.0 + 1e-6) +
-                                                       (double)(a.S + 2) * 0x1p-53 * (fabs(X) + absA));
-                    d = (w + ex <= 0.0 || w + ex <= tr.T - tr.dT) ? 1 : (w - ex >= tr.T + tr.dT) ? 0 : 2;
-                    if (d != 2) {
-                        de = w;
-                        ++decided1;
+    const int c0 = from >> 5, nch = (a.S + 31) >> 5;
+    if (warp == c0) hg_stage(&a, c0, c0, sdiag[c0 & 1], fdiag[c0 & 1]);
+    if (k == 0) sstop = a.S;
+    __syncthreads();
+    int stop = a.S;
+    for (int c = c0; c < nch && stop == a.S; ++c) {
+        const int j0 = max(from, 32 * c), j1 = min(32 * c + 32, a.S), p = c & 1;
+        if (warp == c) {
+            unsigned accm = 0;
+            int mystop = a.S;
+            for (int j = j0; j < j1; ++j) {
+                const double cj = sdiag[p][j & 31][lane];
+                const unsigned char fj = fdiag[p][j & 31][lane];
+                int d = 0;
+                if (k == j) {
+                    double de = v;
+                    if (j == from && preset >= 0) {
+                        d = preset;
+                        de = st->preset_de;
+                    } else if (tr.blocked || nA > 0 || nB > 0) {
+                        d = 0;
+                        ++decided0;
+                    } else if (tr.degenerate) {
+                        d = 2;
+                    } else {
+                        de = tr.est + v;
+                        const double hi = de + tr.eps, lo = de - tr.eps;
+                        d = (hi <= 0.0 || hi <= tr.T - tr.dT) ? 1 : (lo >= tr.T + tr.dT) ? 0 : 2;
+                        if (d != 2) {
+                            ++decided0;
+                        } else if (spec && badX == 0.0) {
+                            /* the speculative exact pass: every partner's
+                             * reference term at the batch's start, plus the
+                             * mates' exact changes; both sums within κ
+                             * Σ|terms| of the exact ones, ours also within
+                             * one rounding per mate */
+                            const double absA = tr.absA;
+                            const double w = X + v;
+                            const double ex = a.bound_scale * (2.0 * a.ksum * (absX + absA) * (1.0 + 1e-6) +
+                                                               (double)(a.S + 2) * 0x1p-53 * (fabs(X) + absA));
+                            d = (w + ex <= 0.0 || w + ex <= tr.T - tr.dT) ? 1 : (w - ex >= tr.T + tr.dT) ? 0 : 2;
+                            if (d != 2) {
+                                de = w;
+                                ++decided1;
+                            }
+                        }
+                    }
+                    if (d == 1) {
+                        a.pos[a.b0 + j] = mytrial;
+                        a.dE[j] = de;
+                    }
+                    if (d != 2) a.acc[j] = (unsigned char)d;
+                }
+                d = __shfl_sync(HG_FULL, d, j & 31);
+                if (d == 2) {
+                    mystop = j;
+                    break;
+                }
+                if (d == 1) {
+                    accm |= 1u << (j & 31);
+                    if (in && k > j) {
+                        v += cj;
+                        nA -= fj & 1;
+                        nB += (fj >> 1) & 1;
                     }
                 }
             }
-            if (d == 1) {
-                a.pos[a.b0 + j] = a.ttri[j];
-                a.dE[j] = de;
+            if (lane == 0) {
+                smask[c] = accm;
+                if (mystop < a.S) sstop = mystop;
             }
-            if (d != 2) a.acc[j] = (unsigned char)d;
-            sdec[j & 1] = d;
+        } else if (warp == c + 1) {
+            hg_stage(&a, c + 1, c + 1, sdiag[p ^ 1], fdiag[p ^ 1]);
+            hg_stage(&a, c, c + 1, snext[p], fnext[p]);
         }
         __syncthreads();
-        const int d = sdec[j & 1];
-        if (d == 2) {
-            if (in) {
-                a.vstate[k] = v;
-                a.nstate[k] = nA;
-                a.nstate[a.S + k] = nB;
+        stop = sstop;
+        /* only decided mates carry a bit: all before the stop */
+        const unsigned m = smask[c];
+        if (warp == c + 1) {
+            for (int u = 0; u < 32; ++u)
+                if ((m >> u) & 1u) {
+                    v += snext[p][u][lane];
+                    nA -= fnext[p][u][lane] & 1;
+                    nB += (fnext[p][u][lane] >> 1) & 1;
+                }
+        } else if (warp > c + 1 && in) {
+            /* off the critical path (the next chunk's decisions take
+             * longer than these loads): only the accepted mates' terms,
+             * so these warps take few issue slots from the deciding one */
+            for (unsigned mm = m; mm; mm &= mm - 1) {
+                const size_t jk = (size_t)(32 * c + __ffs(mm) - 1) * a.S + k;
+                const unsigned char f = a.flg[jk];
+                v += a.corr[jk];
+                nA -= f & 1;
+                nB += (f >> 1) & 1;
             }
-            if (decided0) atomicAdd(&st->decided[0], decided0);
-            if (decided1) atomicAdd(&st->decided[1], decided1);
-            if (k == 0) {
-                st->stop = j;
-                st->preset = -1;
-            }
-            return;
         }
-        if (d == 1 && k > j && in) {
-            v += cj;
-            nA -= fj & 1;
-            nB += (fj >> 1) & 1;
-        }
+    }
+    if (stop < a.S && in && k > stop) {
+        a.vstate[k] = v;
+        a.nstate[k] = nA;
+        a.nstate[a.S + k] = nB;
     }
     if (decided0) atomicAdd(&st->decided[0], decided0);
     if (decided1) atomicAdd(&st->decided[1], decided1);
     if (k == 0) {
-        st->stop = a.S;
+        st->stop = stop;
         st->preset = -1;
     }
 }
