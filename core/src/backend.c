@@ -154,11 +154,11 @@ int metro__start_cuda(metro_sim *sim, metro_error *err)
     return metro__upload(sim, sim->st.d_pos, sim->st.pos, np * sizeof(metro_float4), err, "positions");
 }
 
-/* Recompute every replica's total energy into out[] (host).  Replicas are
- * the grid's y dimension, at most 65535 per launch: more are done in
- * batches, so every replica count the config accepts runs. */
-/* Every replica's total energy: the sampler's own sum where it offers one
- * (total(), ABI 5: a tree), else the direct sum of every pair. */
+/* Recompute every replica's total energy into out[] (host): the
+ * sampler's own sum where it offers one (total(), ABI 5: a tree), else the
+ * direct sum of every pair.  On CUDA replicas are the grid's y dimension,
+ * at most 65535 per launch: more are done in batches, so every replica
+ * count the config accepts runs. */
 int metro__total_all(metro_sim *sim, double *out, metro_error *err)
 {
     metro_state *st = &sim->st;
