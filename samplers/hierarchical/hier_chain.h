@@ -92,16 +92,11 @@ static double tree_vs_direct(const char *device, int n, double R, const char *op
         snprintf(s, sizeof s, "plugin = hierarchical\n%s\nenergy = %s", opts, k ? "direct" : "tree");
         ini_electrolyte(ini[k], sizeof ini[k], 9, n, R, s);
     }
-    metro_sim *a = metro_test_sim(ini[0], device, NULL, 0);
+    metro_sim *a = metro_test_sim(ini[0], device, NULL, 0), *b = metro_test_sim(ini[1], device, NULL, 0);
     metro_error err = {0};
-    const metro_state *sa = metro_sim_state(a, &err);
-    ck_assert_msg(sa != NULL, "%s", err.msg);
+    const metro_state *sa = metro_sim_state(a, &err), *sb = metro_sim_state(b, &err);
+    ck_assert_msg(sa != NULL && sb != NULL, "%s", err.msg);
     const double e0 = sa->energy[0];
-    metro_sim_destroy(a);
-    metro_sim *b = metro_test_sim(ini[1], device, NULL, 0);
-    a = metro_test_sim(ini[0], device, NULL, 0);
-    const metro_state *sb = metro_sim_state(b, &err);
-    ck_assert_msg(sb != NULL, "%s", err.msg);
     double ex = exact_energy(sb->pos, n), scale = fmax(fabs(ex), (double)n);
     double worst = fmax(fabs(e0 - sb->energy[0]), fabs(e0 - ex)) / scale;
     printf("N = %d, R = %g, %s: start: tree %.12g, direct %.12g, exact %.12g\n", n, R, device, e0, sb->energy[0], ex);

@@ -173,4 +173,18 @@ METRO_HD double hier_trunc(const double *K, int pm, double v, double idr, int q)
     return vq * h;
 }
 
+/* Each float pair energy of the reference is within 7 float ulps (u =
+ * 2^-24) of the exact λ z_a z_b / r of its float operands (DESIGN.md, "The
+ * error bound", (a)) */
+#define HIER_REF_FLOAT (7.0 * 0x1p-24)
+
+/* A particle's share of the bound on |E_tree - E_direct| (DESIGN.md, "The
+ * energy"), from its walk at its own place (|λ z|, truncation E, Φ, terms
+ * added) and the reference's double-sum allowance ksum: the truncation,
+ * the float terms on both sides, both double sums, our own rounding */
+METRO_HD double hier_total_bound(double alz, double E, double Phi, double adds, double ksum)
+{
+    return alz * (E + (2.0 * HIER_REF_FLOAT + 2.0 * ksum + 1e-9 + adds * 0x1p-50) * Phi);
+}
+
 #endif

@@ -312,17 +312,16 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
 }
 
 /* The rounding allowances (DESIGN.md, "The error bound"):
- *   ref_float: each float pair energy of the reference is within 7 float
- *   ulps (u = 2^-24) of the exact λ z_a z_b / r of its float operands
- *   (proof in DESIGN.md: 6.5u + 22u^2).  Charged only on the far partners:
- *   the near ones are summed as the reference's own float terms.
+ *   HIER_REF_FLOAT (hier_math.h): each float pair energy of the reference
+ *   is within 7 float ulps (u = 2^-24) of the exact λ z_a z_b / r of its
+ *   float operands (proof in DESIGN.md: 6.5u + 22u^2).  Charged only on
+ *   the far partners: the near ones are summed as the reference's own
+ *   float terms.
  *   ref_sum: the reference's double differences and its double sum of up to
  *   n + 2 terms in any order (OpenMP's reduction order included);
  *   ours: 1e-9 for the moments' and the recurrences' double roundings
  *   (checked, not proven: test_hierarchical's enclosure test) and 2^-50 per
  *   term added. */
-static const double ref_float = 7.0 * 0x1p-24;
-
 static double ref_sum(int n)
 {
     return ((double)n + 4.0) * 0x1p-53 * 1.01;
@@ -446,7 +445,7 @@ static int advance(void *self, metro_state *st, long sweeps)
                 /* what no refinement of the far field removes: the
                  * reference's float rounding of the far partners' terms and
                  * of the double sums */
-                const double floor = fabs(lz) * (ref_float * (rt.Phif + ro.Phif) + ksum * (rt.Phi + ro.Phi));
+                const double floor = fabs(lz) * (HIER_REF_FLOAT * (rt.Phif + ro.Phif) + ksum * (rt.Phi + ro.Phi));
                 const double rest = fabs(lz) * (rt.E + ro.E + (1e-9 + (double)rt.adds * 0x1p-50) * rt.Phi +
                                                 (1e-9 + (double)ro.adds * 0x1p-50) * ro.Phi);
                 const double eps = b->bound_scale * (floor + rest) * (1.0 + 1e-9);
@@ -531,7 +530,7 @@ static int tree_total(hier *b, double *energy, double *bound, long long *bad)
         hier_eval(&b->tree, x, i, x, b->theta, dcut, 1, 0, &r);
         const double lz = (double)b->prm.sp[coulomb_hs_species(x.w)].z;
         u[2 * i] = r.Sf + lz * r.S;
-        u[2 * i + 1] = fabs(lz) * (r.E + (2.0 * ref_float + 2.0 * ksum + 1e-9 + (double)r.adds * 0x1p-50) * r.Phi);
+        u[2 * i + 1] = hier_total_bound(fabs(lz), r.E, r.Phi, (double)r.adds, ksum);
         nbad += r.overlap || r.degenerate;
     }
     double e = 0.0, bd = 0.0;

@@ -624,13 +624,12 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
 extern "C" __global__ void __launch_bounds__(HG_TSUM) hg_total_sum(hg_args a)
 {
     __shared__ double sh[3][HG_TSUM];
-    const double u7 = 7.0 * 0x1p-24;
     double u = 0.0, b = 0.0, bad = 0.0;
     for (int p = threadIdx.x; p < a.S; p += HG_TSUM) {
         const hg_point r = a.pts[p];
         const double lz = (double)a.prm.sp[coulomb_hs_species(a.pos[a.b0 + p].w)].z;
         u += r.Sf + lz * r.S;
-        b += fabs(lz) * (r.E + (2.0 * u7 + 2.0 * a.ksum + 1e-9 + r.adds * 0x1p-50) * r.Phi);
+        b += hier_total_bound(fabs(lz), r.E, r.Phi, r.adds, a.ksum);
         bad += (double)(r.overlap || r.degenerate);
     }
     sh[0][threadIdx.x] = u;
@@ -721,12 +720,11 @@ extern "C" __global__ void hg_prep(hg_args a)
         nA += a.tnA[(size_t)c * a.S + k];
     }
     const double lz = (double)a.prm.sp[coulomb_hs_species(o.w)].z, alz = fabs(lz);
-    const double ref_float = 7.0 * 0x1p-24;
     hg_trial r;
     r.T = -log((double)u);
     r.dT = 1e-12 * (1.0 + r.T);
     r.est = (rt.Sf - ro.Sf) + lz * (rt.S - ro.S);
-    const double floor = alz * (ref_float * (rt.Phif + ro.Phif) + a.ksum * (rt.Phi + ro.Phi));
+    const double floor = alz * (HIER_REF_FLOAT * (rt.Phif + ro.Phif) + a.ksum * (rt.Phi + ro.Phi));
     const double rest = alz * (rt.E + ro.E + (1e-9 + rt.adds * 0x1p-50) * rt.Phi + (1e-9 + ro.adds * 0x1p-50) * ro.Phi);
     const double mates = a.ksum * absA + (double)(a.S + 1) * 0x1p-53 * (fabs(r.est) + absA);
     r.absA = absA;
