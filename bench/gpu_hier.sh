@@ -102,7 +102,7 @@ energy = $how" > /tmp/t_s.ini
   ;;
 table)
   shift
-  echo "| N | brush s/cycle | hierarchical s/cycle | brush / hierarchical | decided by the enclosure | exact (speculative, after a stop) | reference |"
+  echo "| N | brush s/cycle | hierarchical s/cycle | brush / hierarchical | decided by the enclosure | exact (in the chain, after a stop) | reference |"
   echo "|---|---|---|---|---|---|---|"
   for n in "$@"; do
     sw=${SWEEPS:-2}; bsw=$sw; [ $n -gt 1048576 ] && bsw=${BRUSH_SWEEPS:-1}
@@ -118,7 +118,7 @@ table)
     [ -n "$tb" ] || tb=nan
     line=$(grep -E 'hierarchical: [0-9]+ cycles' /tmp/t_h/log.txt)
     mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
-    ex=$(echo "$line" | sed -E 's/.*exact ([0-9]+) \(speculative ([0-9]+), after a stop ([0-9]+)\).*/\1 (\2, \3)/')
+    ex=$(echo "$line" | sed -E 's/.*exact ([0-9]+) \(in the chain ([0-9]+), after a stop ([0-9]+)\).*/\1 (\2, \3)/')
     rf=$(echo "$line" | sed -E 's/.*reference ([0-9]+).*/\1/')
     echo "| $n | $tb | $th | $(awk -v a=$tb -v b=$th 'BEGIN{printf "%.2f", a/b}') | $(awk -v a=$en -v b=$mv 'BEGIN{printf "%.4f", a/b}') | $ex | $rf |"
   done

@@ -12,15 +12,15 @@
 
 #include "brush.h"
 
-#define HG_N_KERNELS 18
+#define HG_N_KERNELS 16
 static const char *const kernel_names[HG_N_KERNELS] = {
-    "hg_mom",   "hg_norms", "hg_leaf_count", "hg_leaf_scan", "hg_leaf_fill", "hg_leaf_sort",    "hg_leaf_move",
-    "hg_enclose", "hg_trials", "hg_tri",     "hg_prep",      "hg_chain",     "hg_exact",        "hg_exact_decide",
-    "hg_spec_list", "hg_spec", "hg_spec_final", "hg_total_sum"};
+    "hg_mom",   "hg_norms", "hg_leaf_count", "hg_leaf_scan", "hg_leaf_fill", "hg_leaf_sort",  "hg_leaf_move",
+    "hg_enclose", "hg_trials", "hg_tri",     "hg_prep",      "hg_chain",     "hg_exact",      "hg_exact_decide",
+    "hg_close_list", "hg_total_sum"};
 enum { K_MOM, K_NORMS, K_COUNT, K_SCAN, K_FILL, K_SORT, K_MOVE, K_ENCLOSE, K_TRIALS, K_TRI, K_PREP, K_CHAIN, K_EXACT,
-       K_DECIDE, K_SLIST, K_SPEC, K_SFINAL, K_TSUM };
+       K_DECIDE, K_CLIST, K_TSUM };
 
-#define HG_PHASES 6
+#define HG_PHASES 5
 
 struct hier_gpu {
     const metro_host_api *host;
@@ -31,13 +31,14 @@ struct hier_gpu {
     hg_args a;
     int nleaves;
     long long ncells;
+    int sms; /* the chain's launch: one block per SM (the deciding one and the exact pass's helpers) */
     hg_status *h_status; /* pinned */
     float4 *d_rnd;
     void *allocs[64];
     int nallocs;
     /* METRO_HIER_PROFILE=1: CUDA events around a batch's phases (walks,
-     * mates' terms, refined looks, speculative exact passes, the decision
-     * chain with its stops, tree update), summed per run */
+     * mates' terms, refined looks, the decision chain with its exact
+     * passes and stops, tree update), summed per run */
     int profile;
     cudaEvent_t ev[HG_PHASES + 1];
     double phase[HG_PHASES];
@@ -241,20 +242,41 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     a->vstate = dalloc(g, (size_t)S * sizeof(double), &bad);
     a->nstate = dalloc(g, 2 * (size_t)S * sizeof(int), &bad);
     a->dE = dalloc(g, (size_t)S * sizeof(double), &bad);
-    a->spec = dalloc(g, (size_t)S * sizeof(int), &bad);
-    a->slist = dalloc(g, (size_t)S * sizeof(int), &bad);
-    a->nslist = dalloc(g, sizeof(int), &bad);
-    a->xsp = dalloc(g, (size_t)S * HG_SPEC_CHUNKS_MAX * 3 * sizeof(double), &bad);
-    a->xs = dalloc(g, (size_t)S * 3 * sizeof(double), &bad);
+    a->close = dalloc(g, (size_t)S * sizeof(int), &bad);
+    a->clist = dalloc(g, (size_t)S * sizeof(int), &bad);
+    a->nclist = dalloc(g, sizeof(int), &bad);
     a->acc = dalloc(g, (size_t)S, &bad);
     a->xpart = dalloc(g, 2 * HG_EXACT_BLOCKS * sizeof(double), &bad);
     a->xbad = dalloc(g, HG_EXACT_BLOCKS * sizeof(int), &bad);
+    /* the chain's exact pass: chunks of a multiple of 128 particles (a
+     * warp's four loads a lane), at least 256, at most HG_XCHUNKS of them,
+     * in at most HG_XCTR groups */
+    a->xsize = (n + HG_XCHUNKS - 1) / HG_XCHUNKS;
+    a->xsize = a->xsize < 256 ? 256 : (a->xsize + 127) / 128 * 128;
+    a->xnch = (n + a->xsize - 1) / a->xsize;
+    a->xper = (a->xnch + HG_XCTR - 1) / HG_XCTR;
+    a->xng = (a->xnch + a->xper - 1) / a->xper;
+    a->xjob = dalloc(g, HG_XCTR * sizeof(unsigned long long), &bad);
+    a->xch = dalloc(g, 3 * (size_t)a->xnch * sizeof(double), &bad);
+    a->xgrp = dalloc(g, 3 * HG_XCTR * sizeof(double), &bad);
+    a->xgdone = dalloc(g, HG_XCTR * sizeof(unsigned), &bad);
+    a->xdone = dalloc(g, sizeof(unsigned), &bad);
+    a->xticket = dalloc(g, sizeof(unsigned long long), &bad);
     a->status = dalloc(g, sizeof(hg_status), &bad);
     a->cycle_acc = dalloc(g, sizeof(long long), &bad);
     a->tot = dalloc(g, 3 * sizeof(double), &bad);
     g->d_rnd = dalloc(g, (size_t)n * sizeof(float4), &bad);
     if (!bad && cu(g, cudaMallocHost((void **)&g->h_status, sizeof(hg_status)), "cudaMallocHost of the status")) bad = 1;
-    if (bad || cu(g, cudaMemcpyAsync((void *)a->tab, tab, HG_T_SIZE * sizeof(double), cudaMemcpyHostToDevice, g->s), "uploading tables") ||
+    int dev = 0;
+    if (!bad && (cu(g, cudaGetDevice(&dev), "cudaGetDevice") ||
+                 cu(g, cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, dev), "counting the SMs")))
+        bad = 1;
+    if (g->sms < 1) g->sms = 1;
+    /* no job yet: the counters hold an epoch no launch has before they
+     * write it (all ones), the tickets start at 0 */
+    if (bad || cu(g, cudaMemsetAsync(a->xjob, 0xff, HG_XCTR * sizeof(unsigned long long), g->s), "clearing the jobs") ||
+        cu(g, cudaMemsetAsync(a->xticket, 0, sizeof(unsigned long long), g->s), "clearing the tickets") ||
+        cu(g, cudaMemcpyAsync((void *)a->tab, tab, HG_T_SIZE * sizeof(double), cudaMemcpyHostToDevice, g->s), "uploading tables") ||
         cu(g, cudaMemcpyAsync((void *)a->unit, unit, units * sizeof(double), cudaMemcpyHostToDevice, g->s), "uploading units")) {
         free(tab);
         free(unit);
@@ -398,23 +420,24 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
         int from = 0;
         cargs[1] = &from;
         dim3 tri_grid = {(unsigned)((S + 127) / 128), HG_TRI_CHUNK, 1}, tri_blk = {128, 1, 1};
-        dim3 one = {1, 1, 1}, chain_blk = {(unsigned)((S + 31) / 32 * 32), 1, 1};
+        dim3 chain_grid = {(unsigned)g->sms, 1, 1}, chain_blk = {(unsigned)((S + 31) / 32 * 32), 1, 1};
         void *args1[1] = {a};
         if (g->profile && b0 > 0) /* the previous batch's update is done (its chain was waited for) */
             profile_phase(g, HG_PHASES - 1);
         mark(g, 0);
         if (run1(g, K_TRIALS, S, 256) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1) ||
             cu(g, cudaLaunchKernel((const void *)g->k[K_TRI], tri_grid, tri_blk, args1, 0, g->s), "launching hg_tri") ||
-            run1(g, K_PREP, S, 256) || run1(g, K_SLIST, pow2, pow2) || mark(g, 2) ||
-            /* the listed trials looked at again, closer (the CPU's first
-             * refinement), and listed anew: the exact passes are for what
-             * that leaves open */
-            (g->cfg.refine > 0 && (run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_REFINE) ||
-                                   run1(g, K_PREP, S, 256) || run1(g, K_SLIST, pow2, pow2))) ||
-            mark(g, 3) || run1(g, K_SPEC, HG_EXACT_BLOCKS * 256LL, 256) || run1(g, K_SFINAL, S, 256) || mark(g, 4))
+            run1(g, K_PREP, S, 256) || mark(g, 2) ||
+            /* the trials near their threshold looked at again, closer (the
+             * CPU's first refinement); the chain's exact passes are for
+             * what that leaves open */
+            (g->cfg.refine > 0 && (run1(g, K_CLIST, pow2, pow2) ||
+                                   run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_REFINE) ||
+                                   run1(g, K_PREP, S, 256))) ||
+            mark(g, 3))
             return -1;
         for (;;) {
-            if (cu(g, cudaLaunchKernel((const void *)g->k[K_CHAIN], one, chain_blk, cargs, 0, g->s), "launching hg_chain") ||
+            if (cu(g, cudaLaunchKernel((const void *)g->k[K_CHAIN], chain_grid, chain_blk, cargs, 0, g->s), "launching hg_chain") ||
                 cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->s), "reading the status") ||
                 cu(g, cudaStreamSynchronize(g->s), "the decision chain"))
                 return -1;
@@ -423,7 +446,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
             from = g->h_status->stop;
             if (undecided(g, st, from, stats)) return -1;
         }
-        mark(g, 5);
+        mark(g, 4);
         for (int p = 0; g->profile && p < HG_PHASES - 1; ++p) profile_phase(g, p);
         const int lv = a->L > 1 ? a->L - 1 : 0;
         if (run1(g, K_MOVE, pow2, pow2) || run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) ||
@@ -432,7 +455,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
         /* the holes and the overflow list gone, the leaves in index order
          * again (HG_REPACKS) */
         if ((b0 / S0 + 1) % every == 0 && b0 + S0 < trials && repack(g, 1)) return -1;
-        mark(g, 6);
+        mark(g, 5);
     }
     long long acc = 0;
     if (cu(g, cudaMemcpyAsync(&acc, a->cycle_acc, sizeof acc, cudaMemcpyDeviceToHost, g->s), "reading acceptances") ||
@@ -441,14 +464,14 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
         return -1;
     *accepted = acc;
     stats->enclosure = g->h_status->decided[0];
-    stats->speculative = g->h_status->decided[1];
+    stats->chain = g->h_status->decided[1];
     if (g->profile) {
         profile_phase(g, HG_PHASES - 1);
         g->host->log(g->ctx, METRO_LOG_INFO,
                      "profile so far: %.4g s walks, %.4g s mates' terms, %.4g s refined looks, %.4g s "
-                     "speculative exact passes, %.4g s decision chain (its stops included), %.4g s tree updates "
+                     "decision chain (its exact passes and stops included), %.4g s tree updates "
                      "(the leaves' packings included)",
-                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->phase[4], g->phase[5]);
+                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->phase[4]);
     }
     return 0;
 }

@@ -9,9 +9,11 @@
  * "mates" included), the exact float terms between mates (old and trial
  * positions) are formed in parallel, and one block then decides the
  * batch's moves in index order, adding for each accepted mate its exact
- * change to the later mates' sums.  An undecided move stops the chain for
- * the exact pass (every partner's float terms on the whole GPU); the
- * chain then resumes.  Then the accepted moves update the tree.
+ * change to the later mates' sums.  An undecided move gets its exact pass
+ * (every partner's float terms) inside the chain's launch, from helper
+ * blocks that wait for it on the other SMs; what even that leaves open
+ * stops the chain for the host's reference, and the chain then resumes.
+ * Then the accepted moves update the tree.
  *
  * The tree is hier_tree's: levels 1 ... L-1 keep per cell the moments,
  * here accumulated in 64-bit fixed point (exact to add and to remove, so
@@ -43,16 +45,20 @@
  * <= 58 terms); the bounds allow HG_FIX_SLACK = 2^-35 u per particle. */
 #define HG_FIX_BITS 38
 #define HG_FIX_SLACK 0x1p-35
-/* Blocks of the exact pass (their partial sums are added in order) */
+/* Blocks of the exact pass after a stop (their partial sums are added in
+ * order) */
 #define HG_EXACT_BLOCKS 264
-/* Particle chunks of the speculative exact passes (hg_spec): enough work
- * items (tiles x chunks) for about 4 per block of the grid, between
- * HG_SPEC_CHUNK and HG_SPEC_CHUNKS_MAX chunks of at least 256 particles
- * (hg_spec_chunks); and the listed trials that share a chunk's reads (a
- * tile) */
-#define HG_SPEC_CHUNK 128
-#define HG_SPEC_CHUNKS_MAX 1024
-#define HG_SPEC_TILE 8
+/* The exact pass inside the chain (hierarchical.cu, hg_xpass): the
+ * particles in at most HG_XCHUNKS chunks of a multiple of 128 (at least
+ * 256), each summed by one warp in a fixed order; the chunks handed out
+ * in HG_XCTR groups, each by its own counter (one per lane of the
+ * deciding warp) so that the claims do not queue on one address; the
+ * deciding warp claims chunks itself once no chunk has finished for
+ * HG_XWAIT clock cycles (no helper running: a small GPU, a serialising
+ * tool; a helper's chunk takes ~30 µs at 2^23) */
+#define HG_XCHUNKS 4096
+#define HG_XCTR 32
+#define HG_XWAIT 400000
 /* The leaves are packed afresh this many times a cycle (at its start and
  * after every n / (HG_REPACKS S) batches): between packings a moving
  * particle leaves a hole and is appended to its new leaf, or, where that
@@ -98,7 +104,7 @@ typedef struct hg_trial {
 typedef struct hg_status {
     int stop;        /* first undecided trial of the batch, or S when done */
     int accepted;    /* acceptances of the batch so far */
-    int decided[3];  /* by the enclosure, a speculative exact pass, a stop's exact pass */
+    int decided[3];  /* by the enclosure, the chain's exact pass, a stop's exact pass */
     int preset;      /* -1, or the decision (0/1) of trial `stop` made outside the chain */
     double preset_de;
     double exact_sum, exact_abs;
@@ -143,14 +149,22 @@ typedef struct hg_args {
     hg_trial *tr;                   /* S */
     double *vstate;                 /* S: the chain's sums when it stopped */
     int *nstate;                    /* 2 S: its counts */
-    int *spec;                      /* S: the trial gets a speculative exact pass (hg_prep) */
-    int *slist, *nslist;            /* those trials, in order, and their number */
-    double *xsp;                    /* their partial sums: chunks x 3 per entry of slist (hg_spec_chunks) */
-    double *xs;                     /* S x 3: Σ d_j, Σ|d_j| over the batch start's partners, 1 if one was bad */
+    int *close;                     /* S: the trial is near its threshold: a refined look (hg_prep) */
+    int *clist, *nclist;            /* those trials, in order, and their number */
     double *dE;                     /* S: each accepted move's energy change */
     unsigned char *acc;             /* S: decisions */
     double *xpart;                  /* 2 HG_EXACT_BLOCKS partial sums of the exact pass */
     int *xbad;                      /* HG_EXACT_BLOCKS */
+    /* the chain's exact pass: per counter (group) the job, epoch (20 bits)
+     * | trial (12) | next chunk (32); the chunks' and the groups' sums (3
+     * each: Σ d, Σ|d|, bad), the chunks done per group, the groups done,
+     * the launches' tickets; the chunks' size and number, the chunks per
+     * group, the groups */
+    unsigned long long *xjob;
+    double *xch, *xgrp;
+    unsigned *xgdone, *xdone;
+    unsigned long long *xticket;
+    int xsize, xnch, xper, xng;
     hg_status *status;
     long long *cycle_acc;           /* acceptances of the current cycle */
     double *tot;                    /* 3: the total energy, its bound, points that overlapped (hg_total_sum) */

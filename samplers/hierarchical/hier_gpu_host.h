@@ -19,11 +19,11 @@ typedef struct hier_gpu_cfg {
     float step;
 } hier_gpu_cfg;
 
-/* Moves decided by the enclosure, by a speculative exact pass (both
- * running totals of the device), by the exact pass of a stopped chain,
- * by the reference on the host */
+/* Moves decided by the enclosure, by the exact pass inside the chain
+ * (both running totals of the device), by the exact pass of a stopped
+ * chain, by the reference on the host */
 typedef struct hier_gpu_stats {
-    long long enclosure, speculative, exact, fallback;
+    long long enclosure, chain, exact, fallback;
 } hier_gpu_stats;
 
 typedef struct hier_gpu hier_gpu;

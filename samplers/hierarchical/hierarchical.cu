@@ -408,7 +408,7 @@ static __device__ __forceinline__ double hg_wsum(double v)
  * counts that overlap: hg_tri).  mode:
  *   HG_WALK_FIRST   the first look (order p_lo, theta);
  *   HG_WALK_REFINE  the refined look (order pm - HIER_EXTRA at
- *                   HIER_THETA_REFINE theta) of the trials hg_spec_list
+ *                   HIER_THETA_REFINE theta) of the trials hg_close_list
  *                   listed: p = 2e + (0 trial, 1 old place) for the e-th,
  *                   written over that trial's first look;
  *   HG_WALK_WHOLE   the total energy (hier_gpu_total): point p is particle
@@ -419,8 +419,8 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
     const int lane = threadIdx.x & 31;
     const int p = blockIdx.x * HG_WARPS + (threadIdx.x >> 5);
     const int whole = mode == HG_WALK_WHOLE, refined = mode == HG_WALK_REFINE;
-    if (p >= (whole ? a.S : refined ? 2 * *a.nslist : 2 * a.S)) return;
-    const int k = whole ? p : refined ? a.slist[p >> 1] : p >> 1, is_t = !whole && !(p & 1);
+    if (p >= (whole ? a.S : refined ? 2 * *a.nclist : 2 * a.S)) return;
+    const int k = whole ? p : refined ? a.clist[p >> 1] : p >> 1, is_t = !whole && !(p & 1);
     const int out = whole ? p : 2 * k + (p & 1); /* where the result goes in pts */
     const int q = refined ? a.pm - HIER_EXTRA : a.p_lo;
     const double theta = refined ? a.theta * HIER_THETA_REFINE : a.theta;
@@ -736,12 +736,12 @@ extern "C" __global__ void hg_prep(hg_args a)
     a.tr[k] = r;
     /* undecided at the batch's start, or near enough that the accepted
      * mates' changes (about sqrt(Σ corr²/2) for half of them accepted;
-     * three times that) may leave it undecided: an exact pass now, in
-     * parallel with the others, instead of a stop of the chain (a guess:
-     * a trial it misses only costs a stop) */
+     * three times that) may leave it undecided: a refined look, in
+     * parallel with the others, when refine > 0 (a guess: a trial it
+     * misses only gets its exact pass in the chain sooner) */
     const double margin = 3.0 * sqrt(0.5 * sq);
     const double hi = r.est + r.eps + margin, lo = r.est - r.eps - margin;
-    a.spec[k] = !r.blocked && !r.degenerate && r.nA == 0 && !(hi <= 0.0 || hi <= r.T - r.dT || lo >= r.T + r.dT);
+    a.close[k] = !r.blocked && !r.degenerate && r.nA == 0 && !(hi <= 0.0 || hi <= r.T - r.dT || lo >= r.T + r.dT);
 }
 
 /* A block's share of trial k's exact pass: the reference's float terms of
@@ -789,14 +789,12 @@ static __device__ void hg_exact_part(const hg_args *a, int k, int i0, int i1, in
     __syncthreads(); /* the arrays are free again */
 }
 
-/* ---- the exact pass: trial `k` against every particle where it is now ---- */
-
 /* One block of S threads: the trials flagged by hg_prep, listed in order */
-extern "C" __global__ void hg_spec_list(hg_args a)
+extern "C" __global__ void hg_close_list(hg_args a)
 {
     __shared__ int sc[HG_MAX_BATCH];
     const int k = threadIdx.x, nt = blockDim.x;
-    const int f = k < a.S ? a.spec[k] : 0;
+    const int f = k < a.S ? a.close[k] : 0;
     sc[k] = f;
     __syncthreads();
     for (int h = 1; h < nt; h <<= 1) {
@@ -805,126 +803,217 @@ extern "C" __global__ void hg_spec_list(hg_args a)
         sc[k] += v;
         __syncthreads();
     }
-    if (f) a.slist[sc[k] - 1] = k;
-    if (k == nt - 1) *a.nslist = sc[k];
+    if (f) a.clist[sc[k] - 1] = k;
+    if (k == nt - 1) *a.nclist = sc[k];
 }
 
-/* Chunks of the particles per tile of the speculative exact passes: few
- * tiles (the refined look leaves a handful of trials a batch) get more,
- * smaller chunks, so the grid's blocks all have work (with 128 chunks one
- * tile kept half of them idle) */
-static __device__ __forceinline__ int hg_spec_chunks(const hg_args *a, int tiles)
+/* ---- the exact pass inside the chain ----------------------------------- *
+ *
+ * The chain's launch has one block per SM.  Each block takes a ticket as
+ * it starts; ticket t belongs to launch t / G (its epoch, G blocks a
+ * launch) and the block with t % G == 0, the first of its launch to run,
+ * decides the batch; the others are helpers that wait for jobs.  A trial
+ * the enclosure leaves open is published as a job: the deciding warp
+ * writes (epoch, trial, 0) into the HG_XCTR counters; a helper block (one
+ * thread polls, so the counters' cache line is not flooded) adds its warp
+ * count to its counter to claim as many chunks of the particles, each
+ * warp sums the reference's terms over its chunk (positions read from L2:
+ * the chain has just moved the accepted mates), and the last warp to
+ * finish a counter's group of chunks adds the group's sums in chunk order.
+ * The deciding warp adds the groups' sums in order, so the bits do not
+ * depend on who summed what.  It never waits on a block that may not be
+ * running: when no chunk has finished for HG_XWAIT cycles it claims
+ * chunks itself, so the pass ends even with no helper resident; helpers
+ * that start after the last job find the launch's exit in the counters. */
+
+#define HG_XEXIT 0xfffu
+#define HG_XNONE 0xffeu
+
+static __device__ __forceinline__ unsigned long long hg_xtag(unsigned epoch, unsigned k)
 {
-    const int want = tiles ? (4 * HG_EXACT_BLOCKS + tiles - 1) / tiles : 1;
-    const int most = max(HG_SPEC_CHUNK, min(HG_SPEC_CHUNKS_MAX, a->n / 256));
-    return max(HG_SPEC_CHUNK, min(want, most));
+    return ((unsigned long long)(epoch & 0xfffffu) << 44) | ((unsigned long long)k << 32);
 }
 
-/* The speculative exact passes, tiled: the ns listed trials are cut into
- * G = ceil(ns / HG_SPEC_TILE) tiles of at most ceil(ns / G); work item w
- * is chunk w % C of the particles for tile w / C (C = hg_spec_chunks),
- * against every particle where it is at the batch's start (the mates'
- * changes come from hg_tri).  Each partner is read once for all the
- * tile's trials (one pass per trial streamed all N positions from DRAM:
- * 4e10 terms/s at 2^22, bench/NOTES.md); the trials' places sit in shared
- * memory, read as broadcasts.  Every sum runs in a fixed order (threads'
- * strides, a warp butterfly, the warps in order), so two runs give the
- * same bits; the order does not matter to the bound (κ Σ|terms| holds for
- * any order). */
-extern "C" __global__ void __launch_bounds__(256, 2) hg_spec(hg_args a)
+static __device__ __forceinline__ unsigned hg_xepoch(unsigned long long w)
 {
-    __shared__ float4 sx[HG_SPEC_TILE][2]; /* trial (x, y, z, radius), old place (x, y, z, λ z) */
-    __shared__ int sk[HG_SPEC_TILE];
-    __shared__ double ws[HG_SPEC_TILE][2][8];
-    __shared__ int wb[HG_SPEC_TILE][8];
-    const int ns = *a.nslist;
-    const int tiles = (ns + HG_SPEC_TILE - 1) / HG_SPEC_TILE;
-    const int ts = tiles ? (ns + tiles - 1) / tiles : 1; /* balanced: few repeats in the last tile */
-    const int nc = hg_spec_chunks(&a, tiles), items = tiles * nc;
-    const int per = (a.n + nc - 1) / nc;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int w = blockIdx.x; w < items; w += gridDim.x) {
-        const int e0 = w / nc * ts, c = w % nc;
-        const int ne = min(ts, ns - e0);
-        if ((int)threadIdx.x < HG_SPEC_TILE) { /* a short tile repeats its last trial (not written) */
-            const int k = a.slist[e0 + min((int)threadIdx.x, ne - 1)];
-            const float4 t = a.ttri[k], o = a.told[k];
-            const float4 sa = a.prm.sp[coulomb_hs_species(o.w)];
-            sx[threadIdx.x][0] = make_float4(t.x, t.y, t.z, sa.y);
-            sx[threadIdx.x][1] = make_float4(o.x, o.y, o.z, sa.z);
-            sk[threadIdx.x] = a.b0 + k;
+    return (unsigned)(w >> 44);
+}
+
+static __device__ __forceinline__ unsigned hg_xtrial(unsigned long long w)
+{
+    return (unsigned)(w >> 32) & 0xfffu;
+}
+
+/* A warp: the sums of `count` triples (Σ d, Σ|d|, bad) at src, every
+ * `stride`-th from entry `first`, lane by lane in order, then a fixed
+ * butterfly: the same bits in every lane whoever calls it */
+static __device__ void hg_xsum(const double *src, int first, int count, int stride, double out[3])
+{
+    const int lane = threadIdx.x & 31;
+    double s = 0.0, x = 0.0;
+    bool bad = false;
+    for (int e = lane; e < count; e += 32) {
+        const double *q = src + 3 * (size_t)(first + e * stride);
+        s += __ldcg(q);
+        x += __ldcg(q + 1);
+        bad |= __ldcg(q + 2) != 0.0;
+    }
+#pragma unroll
+    for (int h = 16; h; h >>= 1) {
+        s += __shfl_xor_sync(HG_FULL, s, h);
+        x += __shfl_xor_sync(HG_FULL, x, h);
+    }
+    out[0] = s;
+    out[1] = x;
+    out[2] = __any_sync(HG_FULL, bad) ? 1.0 : 0.0;
+}
+
+/* A warp: chunk c of trial k's exact pass, the reference's float terms of
+ * its trial and old place against the particles where they are now (k
+ * itself left out), four partners a lane at a time (their loads first),
+ * then a fixed butterfly; lane 0 stores Σ d_j, Σ|d_j| and whether a
+ * distance was 0 or a hard core overlapped.  The warp that finishes the
+ * last chunk of its group adds the group's chunks in order and counts the
+ * group done. */
+static __device__ void hg_xchunk(const hg_args *a, int k, int c)
+{
+    const int lane = threadIdx.x & 31;
+    const float4 t = a->ttri[k], o = a->told[k];
+    const float4 sa = a->prm.sp[coulomb_hs_species(o.w)];
+    const int skip = a->b0 + k, i0 = c * a->xsize, i1 = min(a->n, i0 + a->xsize);
+    double sum = 0.0, abs = 0.0;
+    bool bad = false;
+    for (int i = i0 + lane; i < i1; i += 4 * 32) {
+        float4 b[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) b[u] = i + 32 * u < i1 ? __ldcg(&a->pos[i + 32 * u]) : make_float4(0.f, 0.f, 0.f, -1.f);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            bool b_bad;
+            const double d = hg_ref_delta(t, o, sa.y, sa.z, b[u], a->prm.sp[coulomb_hs_species(b[u].w)], b_bad);
+            const bool use = i + 32 * u < i1 && i + 32 * u != skip;
+            bad |= use && b_bad;
+            sum += use ? d : 0.0;
+            abs += use ? fabs(d) : 0.0;
         }
-        __syncthreads();
-        double sum[HG_SPEC_TILE], abs[HG_SPEC_TILE];
-        unsigned bad = 0; /* bit q: trial q met a hard core or a zero distance */
+    }
 #pragma unroll
-        for (int q = 0; q < HG_SPEC_TILE; ++q) sum[q] = abs[q] = 0.0;
-        const int i1 = min(a.n, (c + 1) * per);
-        for (int i = c * per + (int)threadIdx.x; i < i1; i += blockDim.x) {
-            const float4 b = a.pos[i];
-            const float4 sp = a.prm.sp[coulomb_hs_species(b.w)];
-#pragma unroll
-            for (int q = 0; q < HG_SPEC_TILE; ++q) { /* all of them: no branch between the trials' chains */
-                bool q_bad;
-                const double d = hg_ref_delta(sx[q][0], sx[q][1], sx[q][0].w, sx[q][1].w, b, sp, q_bad);
-                const bool me = i == sk[q]; /* the particle itself: a select, no branch */
-                bad |= (unsigned)(!me && q_bad) << q;
-                sum[q] += me ? 0.0 : d;
-                abs[q] += me ? 0.0 : fabs(d);
-            }
-        }
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) bad |= __shfl_xor_sync(HG_FULL, bad, o);
-#pragma unroll
-        for (int q = 0; q < HG_SPEC_TILE; ++q) {
-            /* a fixed butterfly: the same bits in every lane */
-#pragma unroll
-            for (int o = 16; o > 0; o >>= 1) {
-                sum[q] += __shfl_xor_sync(HG_FULL, sum[q], o);
-                abs[q] += __shfl_xor_sync(HG_FULL, abs[q], o);
-            }
-            if (lane == 0) {
-                ws[q][0][warp] = sum[q];
-                ws[q][1][warp] = abs[q];
-                wb[q][warp] = (bad >> q) & 1;
-            }
-        }
-        __syncthreads();
-        if ((int)threadIdx.x < ne) {
-            const int q = threadIdx.x;
-            double s = 0.0, x = 0.0;
-            int bd = 0;
-            for (int v = 0; v < (int)(blockDim.x >> 5); ++v) {
-                s += ws[q][0][v];
-                x += ws[q][1][v];
-                bd |= wb[q][v];
-            }
-            double *out = a.xsp + 3 * ((size_t)(e0 + q) * nc + c);
-            out[0] = s;
-            out[1] = x;
-            out[2] = (double)bd;
-        }
-        __syncthreads(); /* sx, sk, ws and wb are free again */
+    for (int h = 16; h; h >>= 1) {
+        sum += __shfl_xor_sync(HG_FULL, sum, h);
+        abs += __shfl_xor_sync(HG_FULL, abs, h);
+    }
+    bad = __any_sync(HG_FULL, bad);
+    const int g = c / a->xper, g0 = g * a->xper, gn = min(a->xnch, g0 + a->xper) - g0;
+    unsigned last = 0;
+    if (lane == 0) {
+        a->xch[3 * (size_t)c] = sum;
+        a->xch[3 * (size_t)c + 1] = abs;
+        a->xch[3 * (size_t)c + 2] = bad ? 1.0 : 0.0;
+        __threadfence();
+        last = atomicAdd(a->xgdone + g, 1u) == (unsigned)gn - 1u;
+    }
+    if (!__shfl_sync(HG_FULL, last, 0)) return;
+    __threadfence();
+    double grp[3];
+    hg_xsum(a->xch, g0, gn, 1, grp);
+    if (lane == 0) {
+        a->xgrp[3 * g] = grp[0];
+        a->xgrp[3 * g + 1] = grp[1];
+        a->xgrp[3 * g + 2] = grp[2];
+        __threadfence();
+        atomicAdd(a->xdone, 1u);
     }
 }
 
-/* Thread e: listed trial e's sums from its chunks, in order */
-extern "C" __global__ void hg_spec_final(hg_args a)
+/* A helper block (number r of its launch): the jobs of counter r %
+ * HG_XCTR, until the launch's exit */
+static __device__ void hg_xhelp(const hg_args *a, unsigned epoch, int r)
 {
-    const int e = blockIdx.x * blockDim.x + threadIdx.x;
-    if (e >= *a.nslist) return;
-    const int k = a.slist[e];
-    double sum = 0.0, abs = 0.0, bad = 0.0;
-    const int ns = *a.nslist, nc = hg_spec_chunks(&a, (ns + HG_SPEC_TILE - 1) / HG_SPEC_TILE);
-    for (int c = 0; c < nc; ++c) {
-        const double *x = a.xsp + 3 * ((size_t)e * nc + c);
-        sum += x[0];
-        abs += x[1];
-        bad += x[2];
+    __shared__ unsigned long long sjob;
+    const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5, home = r % HG_XCTR;
+    unsigned long long *ctr = a->xjob + home;
+    unsigned last = HG_XNONE;
+    epoch &= 0xfffffu;
+    for (;;) {
+        __syncthreads(); /* sjob is free */
+        if (threadIdx.x == 0) {
+            unsigned long long job;
+            for (;;) {
+                job = *(volatile unsigned long long *)ctr;
+                if (hg_xepoch(job) == epoch && hg_xtrial(job) != last) break;
+                __nanosleep(200);
+            }
+            sjob = job;
+        }
+        __syncthreads();
+        if (hg_xtrial(sjob) == HG_XEXIT) return;
+        for (;;) {
+            __syncthreads();
+            if (threadIdx.x == 0) sjob = atomicAdd(ctr, (unsigned long long)nw);
+            __syncthreads();
+            /* the claim belongs to the job the counter holds now, which
+             * may already be the next one */
+            const unsigned long long old = sjob;
+            const unsigned k = hg_xtrial(old);
+            if (k == HG_XEXIT) return;
+            last = k;
+            const int idx = (int)(unsigned)old;
+            if (idx >= a->xper) break;
+            const int c = home * a->xper + idx + warp;
+            if (idx + warp < a->xper && c < a->xnch) hg_xchunk(a, (int)k, c);
+        }
     }
-    a.xs[3 * (size_t)k] = sum;
-    a.xs[3 * (size_t)k + 1] = abs;
-    a.xs[3 * (size_t)k + 2] = bad;
+}
+
+/* The deciding warp: trial j's exact pass, and hierarchical.c's rule on
+ * it (hg_exact_decide's): 1 accept, 0 reject, 2 left to the host's
+ * reference; *de the sum */
+static __device__ int hg_xpass(const hg_args *a, unsigned epoch, int j, double *de)
+{
+    const int lane = threadIdx.x & 31;
+    /* the accepted mates' places (this block's writes) before the job */
+    __threadfence();
+    __syncwarp();
+    if (lane == 0) *(volatile unsigned *)a->xdone = 0u;
+    *(volatile unsigned *)(a->xgdone + lane) = 0u;
+    __threadfence();
+    __syncwarp();
+    atomicExch(a->xjob + lane, hg_xtag(epoch, (unsigned)j));
+    unsigned seen = 0;
+    long long t0 = clock64();
+    for (;;) {
+        unsigned done = 0;
+        if (lane == 0) done = *(volatile unsigned *)a->xdone;
+        done = __shfl_sync(HG_FULL, done, 0);
+        if ((int)done >= a->xng) break;
+        /* progress: the chunks finished so far */
+        unsigned chunks = *(volatile unsigned *)(a->xgdone + lane);
+#pragma unroll
+        for (int h = 16; h; h >>= 1) chunks += __shfl_xor_sync(HG_FULL, chunks, h);
+        const long long now = clock64();
+        if (chunks != seen) {
+            seen = chunks;
+            t0 = now;
+        } else if (now - t0 > HG_XWAIT) {
+            /* no helper moves: claim one chunk of every counter */
+            const unsigned long long old = atomicAdd(a->xjob + lane, 1ull);
+            const int idx = (int)(unsigned)old, c = lane * a->xper + idx;
+            const int mine = idx < a->xper && c < a->xnch ? c : -1;
+            for (unsigned m = __ballot_sync(HG_FULL, mine >= 0); m; m &= m - 1)
+                hg_xchunk(a, j, __shfl_sync(HG_FULL, mine, __ffs(m) - 1));
+            t0 = clock64();
+        }
+    }
+    __threadfence();
+    double tot[3];
+    hg_xsum(a->xgrp, 0, a->xng, 1, tot);
+    if (tot[2] != 0.0) return 2;
+    const hg_trial tr = a->tr[j];
+    const double eps = a->bound_scale * 2.0 * a->ksum * tot[1] * (1.0 + 1e-6);
+    *de = tot[0];
+    if (tot[0] + eps <= 0.0 || tot[0] + eps <= tr.T - tr.dT) return 1;
+    if (tot[0] - eps >= tr.T + tr.dT) return 0;
+    return 2;
 }
 
 /* Warp w's share of a 32 x 32 block of the mates' terms: rows mates
@@ -943,42 +1032,47 @@ static __device__ __forceinline__ void hg_stage(const hg_args *a, int rr, int w,
     __syncwarp();
 }
 
-/* One block of S threads (rounded up to 32), thread k the k-th trial: the
- * decisions in index order, from `from`, a warp's 32 trials (a chunk) at a
- * time.  The chunk's warp decides its trials one after the other: the
- * deciding lane applies hierarchical.c's rule to its running sum, a
- * shuffle hands the decision to the warp, and on acceptance every later
- * lane adds mate j's exact change (from shared memory, where the warp put
- * its block of terms while the chunk before it was decided).  Then one
- * block barrier, and every later warp adds the accepted mates' changes in
- * index order: the next warp from shared memory, so it can start at once,
- * the others from global memory while the next chunk is decided.  Every running sum has
- * the bits of a chain of single decisions.  (One barrier and one global
- * load per decision was ~0.6 µs a decision.)  An undecided trial stops the
- * chain (its state kept in vstate / nstate) for the exact pass. */
+/* The launch's deciding block (the first of its launch to run: the
+ * others are the exact pass's helpers, hg_xhelp), S threads rounded up to
+ * 32, thread k the k-th trial: the decisions in index order, from `from`,
+ * a warp's 32 trials (a chunk) at a time.  The chunk's warp decides its
+ * trials one after the other: the deciding lane applies hierarchical.c's
+ * rule to its running sum, a shuffle hands the decision to the warp (an
+ * open one first goes through the exact pass, hg_xpass), and on
+ * acceptance every later lane adds mate j's exact change (from shared
+ * memory, where the warp put its block of terms while the chunk before it
+ * was decided).  Then one block barrier, and every later warp adds the
+ * accepted mates' changes in index order: the next warp from shared
+ * memory, so it can start at once, the others from global memory while
+ * the next chunk is decided.  Every running sum has the bits of a chain of
+ * single decisions.  (One barrier and one global load per decision was
+ * ~0.6 µs a decision.)  What the exact pass leaves open stops the chain
+ * (its state kept in vstate / nstate) for the host's reference. */
 extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(hg_args a, int from)
 {
     __shared__ unsigned smask[HG_MAX_BATCH / 32]; /* per chunk: the lanes accepted */
     __shared__ int sstop;                         /* the first undecided trial, or S */
+    __shared__ unsigned long long sticket;
     /* by chunk parity: the deciding warp's own block, and the next warp's
      * block of the deciding chunk's terms */
     __shared__ double sdiag[2][32][32], snext[2][32][32];
     __shared__ unsigned char fdiag[2][32][32], fnext[2][32][32];
+    if (threadIdx.x == 0) sticket = atomicAdd(a.xticket, 1ull);
+    __syncthreads();
+    const unsigned long long ticket = sticket;
+    const unsigned epoch = (unsigned)(ticket / gridDim.x);
+    if (ticket % gridDim.x) {
+        hg_xhelp(&a, epoch, (int)(ticket % gridDim.x) - 1);
+        return;
+    }
     const int k = threadIdx.x, lane = k & 31, warp = k >> 5, in = k < a.S;
     double v = 0.0; /* Σ of the accepted mates' changes */
-    int nA = 0, nB = 0, spec = 0;
+    int nA = 0, nB = 0;
     hg_trial tr;
-    double X = 0.0, absX = 0.0, badX = 0.0; /* the speculative exact pass's sums */
     float4 mytrial = make_float4(0.f, 0.f, 0.f, 0.f);
     if (in) {
         tr = a.tr[k];
         mytrial = a.ttri[k];
-        spec = a.spec[k];
-        if (spec) {
-            X = a.xs[3 * (size_t)k];
-            absX = a.xs[3 * (size_t)k + 1];
-            badX = a.xs[3 * (size_t)k + 2];
-        }
         if (from == 0) {
             nA = tr.nA;
         } else {
@@ -1004,8 +1098,8 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(hg_args a, i
                 const double cj = sdiag[p][j & 31][lane];
                 const unsigned char fj = fdiag[p][j & 31][lane];
                 int d = 0;
+                double de = v;
                 if (k == j) {
-                    double de = v;
                     if (j == from && preset >= 0) {
                         d = preset;
                         de = st->preset_de;
@@ -1018,32 +1112,27 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(hg_args a, i
                         de = tr.est + v;
                         const double hi = de + tr.eps, lo = de - tr.eps;
                         d = (hi <= 0.0 || hi <= tr.T - tr.dT) ? 1 : (lo >= tr.T + tr.dT) ? 0 : 2;
-                        if (d != 2) {
-                            ++decided0;
-                        } else if (spec && badX == 0.0) {
-                            /* the speculative exact pass: every partner's
-                             * reference term at the batch's start, plus the
-                             * mates' exact changes; both sums within κ
-                             * Σ|terms| of the exact ones, ours also within
-                             * one rounding per mate */
-                            const double absA = tr.absA;
-                            const double w = X + v;
-                            const double ex = a.bound_scale * (2.0 * a.ksum * (absX + absA) * (1.0 + 1e-6) +
-                                                               (double)(a.S + 2) * 0x1p-53 * (fabs(X) + absA));
-                            d = (w + ex <= 0.0 || w + ex <= tr.T - tr.dT) ? 1 : (w - ex >= tr.T + tr.dT) ? 0 : 2;
-                            if (d != 2) {
-                                de = w;
-                                ++decided1;
-                            }
-                        }
+                        if (d != 2) ++decided0;
                     }
+                }
+                d = __shfl_sync(HG_FULL, d, j & 31);
+                if (d == 2) {
+                    /* the whole warp: every partner's reference term where
+                     * it is now */
+                    double xde = 0.0;
+                    d = hg_xpass(&a, epoch, j, &xde);
+                    if (k == j && d != 2) {
+                        de = xde;
+                        ++decided1;
+                    }
+                }
+                if (k == j) {
                     if (d == 1) {
                         a.pos[a.b0 + j] = mytrial;
                         a.dE[j] = de;
                     }
                     if (d != 2) a.acc[j] = (unsigned char)d;
                 }
-                d = __shfl_sync(HG_FULL, d, j & 31);
                 if (d == 2) {
                     mystop = j;
                     break;
@@ -1100,6 +1189,8 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(hg_args a, i
         st->stop = stop;
         st->preset = -1;
     }
+    /* the helpers go */
+    if (warp == 0) atomicExch(a.xjob + lane, hg_xtag(epoch, HG_XEXIT));
 }
 
 extern "C" __global__ void hg_exact(hg_args a, int k)
