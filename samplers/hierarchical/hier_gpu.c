@@ -271,6 +271,10 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     if (!bad && (cu(g, cudaGetDevice(&dev), "cudaGetDevice") ||
                  cu(g, cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, dev), "counting the SMs")))
         bad = 1;
+    /* METRO_HIER_CHAIN_BLOCKS=B (tests): B blocks in the chain's launch,
+     * 1 = no helper, so the deciding warp sums every chunk itself */
+    const char *cb = getenv("METRO_HIER_CHAIN_BLOCKS");
+    if (cb && *cb) g->sms = atoi(cb);
     if (g->sms < 1) g->sms = 1;
     /* no job yet: the counters hold an epoch no launch has before they
      * write it (all ones), the tickets start at 0 */

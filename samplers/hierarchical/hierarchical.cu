@@ -875,7 +875,7 @@ static __device__ void hg_xsum(const double *src, int first, int count, int stri
  * distance was 0 or a hard core overlapped.  The warp that finishes the
  * last chunk of its group adds the group's chunks in order and counts the
  * group done. */
-static __device__ void hg_xchunk(const hg_args *a, int k, int c)
+static __device__ __noinline__ void hg_xchunk(const hg_args *a, int k, int c)
 {
     const int lane = threadIdx.x & 31;
     const float4 t = a->ttri[k], o = a->told[k];
@@ -927,7 +927,7 @@ static __device__ void hg_xchunk(const hg_args *a, int k, int c)
 
 /* A helper block (number r of its launch): the jobs of counter r %
  * HG_XCTR, until the launch's exit */
-static __device__ void hg_xhelp(const hg_args *a, unsigned epoch, int r)
+static __device__ __noinline__ void hg_xhelp(const hg_args *a, unsigned epoch, int r)
 {
     __shared__ unsigned long long sjob;
     const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5, home = r % HG_XCTR;
@@ -968,7 +968,7 @@ static __device__ void hg_xhelp(const hg_args *a, unsigned epoch, int r)
 /* The deciding warp: trial j's exact pass, and hierarchical.c's rule on
  * it (hg_exact_decide's): 1 accept, 0 reject, 2 left to the host's
  * reference; *de the sum */
-static __device__ int hg_xpass(const hg_args *a, unsigned epoch, int j, double *de)
+static __device__ __noinline__ int hg_xpass(const hg_args *a, unsigned epoch, int j, double *de)
 {
     const int lane = threadIdx.x & 31;
     /* the accepted mates' places (this block's writes) before the job */
@@ -1032,6 +1032,40 @@ static __device__ __forceinline__ void hg_stage(const hg_args *a, int rr, int w,
     __syncwarp();
 }
 
+/* A warp of the chain: waits until chunk c is decided (or stopped in);
+ * the first undecided trial, or S */
+static __device__ __forceinline__ int hg_wait_chunk(const int *sdone, const int *sstop, int c)
+{
+    while (*(const volatile int *)sdone <= c) __nanosleep(20);
+    __threadfence_block();
+    return *(const volatile int *)sstop;
+}
+
+/* Lane k: chunk c's accepted mates' changes (mask m) from global memory,
+ * in index order, two loads in flight */
+static __device__ __forceinline__ void hg_add_accepted(const hg_args *a, int c, unsigned m, int k, double &v, int &nA,
+                                                       int &nB)
+{
+    const double *corr = a->corr + k;
+    const unsigned char *flg = a->flg + k;
+    while (m) {
+        const int j0 = 32 * c + __ffs(m) - 1;
+        m &= m - 1;
+        const int j1 = m ? 32 * c + __ffs(m) - 1 : -1;
+        m &= m - 1;
+        const double c0 = corr[j0 * a->S], c1 = j1 >= 0 ? corr[j1 * a->S] : 0.0;
+        const int f0 = flg[j0 * a->S], f1 = j1 >= 0 ? flg[j1 * a->S] : 0;
+        v += c0;
+        nA -= f0 & 1;
+        nB += (f0 >> 1) & 1;
+        if (j1 >= 0) {
+            v += c1;
+            nA -= f1 & 1;
+            nB += (f1 >> 1) & 1;
+        }
+    }
+}
+
 /* The launch's deciding block (the first of its launch to run: the
  * others are the exact pass's helpers, hg_xhelp), S threads rounded up to
  * 32, thread k the k-th trial: the decisions in index order, from `from`,
@@ -1048,11 +1082,14 @@ static __device__ __forceinline__ void hg_stage(const hg_args *a, int rr, int w,
  * single decisions.  (One barrier and one global load per decision was
  * ~0.6 µs a decision.)  What the exact pass leaves open stops the chain
  * (its state kept in vstate / nstate) for the host's reference. */
-extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(hg_args a, int from)
+extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid_constant__ hg_args a, int from)
 {
     __shared__ unsigned smask[HG_MAX_BATCH / 32]; /* per chunk: the lanes accepted */
     __shared__ int sstop;                         /* the first undecided trial, or S */
+    __shared__ int sdone;                         /* the chunks decided (or stopped in) so far */
     __shared__ unsigned long long sticket;
+    __shared__ double xs_v[32], xs_de[32]; /* the deciding warp's lanes across an exact pass */
+    __shared__ int2 xs_n[32];
     /* by chunk parity: the deciding warp's own block, and the next warp's
      * block of the deciding chunk's terms */
     __shared__ double sdiag[2][32][32], snext[2][32][32];
@@ -1068,13 +1105,9 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(hg_args a, i
     const int k = threadIdx.x, lane = k & 31, warp = k >> 5, in = k < a.S;
     double v = 0.0; /* Σ of the accepted mates' changes */
     int nA = 0, nB = 0;
-    hg_trial tr;
-    float4 mytrial = make_float4(0.f, 0.f, 0.f, 0.f);
     if (in) {
-        tr = a.tr[k];
-        mytrial = a.ttri[k];
         if (from == 0) {
-            nA = tr.nA;
+            nA = a.tr[k].nA;
         } else {
             v = a.vstate[k];
             nA = a.nstate[k];
@@ -1085,96 +1118,144 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(hg_args a, i
     const int preset = st->preset;
     int decided0 = 0, decided1 = 0;
     const int c0 = from >> 5, nch = (a.S + 31) >> 5;
-    if (warp == c0) hg_stage(&a, c0, c0, sdiag[c0 & 1], fdiag[c0 & 1]);
-    if (k == 0) sstop = a.S;
+    if (k == 0) {
+        sstop = a.S;
+        sdone = c0;
+    }
     __syncthreads();
     int stop = a.S;
-    for (int c = c0; c < nch && stop == a.S; ++c) {
-        const int j0 = max(from, 32 * c), j1 = min(32 * c + 32, a.S), p = c & 1;
-        if (warp == c) {
+    if (warp >= c0 && warp < nch) {
+        /* the chunks before the one before mine: their accepted mates'
+         * terms from global memory, as each chunk is decided */
+        for (int c = c0; c + 1 < warp && stop == a.S; ++c) {
+            stop = hg_wait_chunk(&sdone, &sstop, c);
+            if (in) hg_add_accepted(&a, c, smask[c], k, v, nA, nB);
+        }
+        if (stop == a.S) {
+            /* my block of terms, and the chunk before mine's block for my
+             * lanes, staged while that chunk is decided (its buffers were
+             * freed when the chunk before it was decided) */
+            hg_stage(&a, warp, warp, sdiag[warp & 1], fdiag[warp & 1]);
+            if (warp > c0) {
+                const int c = warp - 1, p = c & 1;
+                hg_stage(&a, c, warp, snext[p], fnext[p]);
+                stop = hg_wait_chunk(&sdone, &sstop, c);
+                /* only decided mates carry a bit: all before the stop */
+                const unsigned m = smask[c];
+                for (int u = 0; u < 32; ++u)
+                    if ((m >> u) & 1u) {
+                        v += snext[p][u][lane];
+                        nA -= fnext[p][u][lane] & 1;
+                        nB += (fnext[p][u][lane] >> 1) & 1;
+                    }
+            }
+        }
+        if (stop == a.S) {
+            /* my chunk's decisions */
+            const int c = warp, j0 = max(from, 32 * c), j1 = min(32 * c + 32, a.S), p = c & 1;
             unsigned accm = 0;
             int mystop = a.S;
-            for (int j = j0; j < j1; ++j) {
-                const double cj = sdiag[p][j & 31][lane];
-                const unsigned char fj = fdiag[p][j & 31][lane];
+            double de = 0.0; /* my move's energy change, once decided */
+            /* my trial's rule, in few registers and loaded only now (the
+             * decisions' loop must not spill): accept when est + v + eps
+             * <= max(0, T - dT) (hierarchical.c: hi <= 0 or hi <= T - dT),
+             * reject when est + v - eps >= T + dT; kind 1 blocked, 2
+             * degenerate */
+            int j = j0;
+            for (;;) {
+                double est = 0.0, eps = 0.0, acc_thr = 0.0, rej_thr = 0.0;
+                int kind = 0;
+                if (in) {
+                    const hg_trial tr = a.tr[k];
+                    est = tr.est;
+                    eps = tr.eps;
+                    acc_thr = fmax(0.0, tr.T - tr.dT);
+                    rej_thr = tr.T + tr.dT;
+                    kind = tr.blocked ? 1 : tr.degenerate ? 2 : 0;
+                }
+                /* the decisions the enclosure makes (no call in this loop:
+                 * it keeps its values in registers) */
                 int d = 0;
-                double de = v;
-                if (k == j) {
-                    if (j == from && preset >= 0) {
-                        d = preset;
-                        de = st->preset_de;
-                    } else if (tr.blocked || nA > 0 || nB > 0) {
-                        d = 0;
-                        ++decided0;
-                    } else if (tr.degenerate) {
-                        d = 2;
-                    } else {
-                        de = tr.est + v;
-                        const double hi = de + tr.eps, lo = de - tr.eps;
-                        d = (hi <= 0.0 || hi <= tr.T - tr.dT) ? 1 : (lo >= tr.T + tr.dT) ? 0 : 2;
-                        if (d != 2) ++decided0;
+                for (; j < j1; ++j) {
+                    d = 0;
+                    if (k == j) {
+                        if (j == from && preset >= 0) {
+                            d = preset;
+                            de = st->preset_de;
+                        } else if (kind == 1 || nA > 0 || nB > 0) {
+                            d = 0;
+                            ++decided0;
+                        } else if (kind == 2) {
+                            d = 2;
+                        } else {
+                            de = est + v;
+                            d = de + eps <= acc_thr ? 1 : de - eps >= rej_thr ? 0 : 2;
+                            if (d != 2) ++decided0;
+                        }
                     }
-                }
-                d = __shfl_sync(HG_FULL, d, j & 31);
-                if (d == 2) {
-                    /* the whole warp: every partner's reference term where
-                     * it is now */
-                    double xde = 0.0;
-                    d = hg_xpass(&a, epoch, j, &xde);
-                    if (k == j && d != 2) {
-                        de = xde;
-                        ++decided1;
-                    }
-                }
-                if (k == j) {
+                    d = __shfl_sync(HG_FULL, d, j & 31);
+                    if (d == 2) break;
                     if (d == 1) {
-                        a.pos[a.b0 + j] = mytrial;
-                        a.dE[j] = de;
+                        accm |= 1u << (j & 31);
+                        if (in && k > j) {
+                            v += sdiag[p][j & 31][lane];
+                            const unsigned char fj = fdiag[p][j & 31][lane];
+                            nA -= fj & 1;
+                            nB += (fj >> 1) & 1;
+                        }
                     }
-                    if (d != 2) a.acc[j] = (unsigned char)d;
                 }
+                if (j >= j1) break;
+                /* trial j left open: the whole warp's exact pass, every
+                 * partner's reference term where it is now (this chunk's
+                 * accepted mates moved first) */
+                if ((accm >> lane) & 1u) a.pos[a.b0 + k] = a.ttri[k];
+                /* the lanes' sums wait in shared memory: nothing of the
+                 * loop above lives across the call, so that loop keeps
+                 * its values in registers */
+                xs_v[lane] = v;
+                xs_de[lane] = de;
+                xs_n[lane] = make_int2(nA, nB);
+                double xde = 0.0;
+                d = hg_xpass(&a, epoch, j, &xde);
+                v = xs_v[lane];
+                de = xs_de[lane];
+                nA = xs_n[lane].x;
+                nB = xs_n[lane].y;
                 if (d == 2) {
                     mystop = j;
                     break;
                 }
+                if (k == j) {
+                    de = xde;
+                    ++decided1;
+                }
                 if (d == 1) {
                     accm |= 1u << (j & 31);
                     if (in && k > j) {
-                        v += cj;
+                        v += sdiag[p][j & 31][lane];
+                        const unsigned char fj = fdiag[p][j & 31][lane];
                         nA -= fj & 1;
                         nB += (fj >> 1) & 1;
                     }
                 }
+                ++j;
             }
+            /* each lane its own decision */
+            if (k >= j0 && k < min(j1, mystop)) {
+                const int acc = (accm >> lane) & 1u;
+                a.acc[k] = (unsigned char)acc;
+                if (acc) {
+                    a.pos[a.b0 + k] = a.ttri[k];
+                    a.dE[k] = de;
+                }
+            }
+            stop = mystop;
             if (lane == 0) {
                 smask[c] = accm;
-                if (mystop < a.S) sstop = mystop;
-            }
-        } else if (warp == c + 1) {
-            hg_stage(&a, c + 1, c + 1, sdiag[p ^ 1], fdiag[p ^ 1]);
-            hg_stage(&a, c, c + 1, snext[p], fnext[p]);
-        }
-        __syncthreads();
-        stop = sstop;
-        /* only decided mates carry a bit: all before the stop */
-        const unsigned m = smask[c];
-        if (warp == c + 1) {
-            for (int u = 0; u < 32; ++u)
-                if ((m >> u) & 1u) {
-                    v += snext[p][u][lane];
-                    nA -= fnext[p][u][lane] & 1;
-                    nB += (fnext[p][u][lane] >> 1) & 1;
-                }
-        } else if (warp > c + 1 && in) {
-            /* off the critical path (the next chunk's decisions take
-             * longer than these loads): only the accepted mates' terms,
-             * so these warps take few issue slots from the deciding one */
-            for (unsigned mm = m; mm; mm &= mm - 1) {
-                const size_t jk = (size_t)(32 * c + __ffs(mm) - 1) * a.S + k;
-                const unsigned char f = a.flg[jk];
-                v += a.corr[jk];
-                nA -= f & 1;
-                nB += (f >> 1) & 1;
+                sstop = mystop;
+                __threadfence_block();
+                *(volatile int *)&sdone = c + 1;
             }
         }
     }
@@ -1185,8 +1266,9 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(hg_args a, i
     }
     if (decided0) atomicAdd(&st->decided[0], decided0);
     if (decided1) atomicAdd(&st->decided[1], decided1);
+    __syncthreads();
     if (k == 0) {
-        st->stop = stop;
+        st->stop = sstop;
         st->preset = -1;
     }
     /* the helpers go */

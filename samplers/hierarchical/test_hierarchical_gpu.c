@@ -12,7 +12,9 @@
  *   energy       the running energy stays the recomputed one, and the
  *                energies from the tree (energy = tree) are the direct
  *                and the exact sum's within 2e-5 of max(|E|, N);
- *   reproducible two CUDA runs give the same bits, energy included. */
+ *   reproducible two CUDA runs give the same bits, energy included; so do
+ *                runs whose exact passes in the chain get no helper block
+ *                (the deciding warp sums every chunk) or one. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +128,28 @@ START_TEST(reproducible)
 }
 END_TEST
 
+START_TEST(helpers_do_not_matter)
+{
+    /* a coarse enclosure: many exact passes inside the chain */
+    char ini[2048];
+    ini_electrolyte(ini, sizeof ini, 5, 8192, 110.0 * 2.0,
+                    "plugin = hierarchical\nstep = 8\nbatch = 256\norder = 1\norder_refine = 1\ntheta = 0.8\nrefine = 0");
+    chain a = run_chain(ini, "cuda", 8192, 2);
+    for (int b = 1; b <= 2; ++b) {
+        setenv("METRO_HIER_CHAIN_BLOCKS", b == 1 ? "1" : "2", 1);
+        chain c = run_chain(ini, "cuda", 8192, 2);
+        unsetenv("METRO_HIER_CHAIN_BLOCKS");
+        printf("N = 8192, coarse, %d block(s) in the chain's launch: %lld + %lld accepted (%lld + %lld with one per SM)\n",
+               b, c.acc[0], c.acc[1], a.acc[0], a.acc[1]);
+        ck_assert(memcmp(a.pos, c.pos, 8192 * sizeof *a.pos) == 0);
+        ck_assert_msg(a.energy == c.energy, "running energies %.17g and %.17g", a.energy, c.energy);
+        for (int k = 0; k < 2; ++k) ck_assert(a.acc[k] == c.acc[k]);
+        free_chain(&c);
+    }
+    free_chain(&a);
+}
+END_TEST
+
 int main(void)
 {
     METRO_TEST_REQUIRE_GPU();
@@ -137,6 +161,7 @@ int main(void)
     tcase_add_test(tc, same_chain_coarse_small_batches);
     tcase_add_test(tc, broken_bound_is_caught);
     tcase_add_test(tc, reproducible);
+    tcase_add_test(tc, helpers_do_not_matter);
     tcase_add_test(tc, tree_energy);
     tcase_add_test(tc, same_chain_65536);
     suite_add_tcase(s, tc);
