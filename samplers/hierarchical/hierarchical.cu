@@ -1032,15 +1032,6 @@ static __device__ __forceinline__ void hg_stage(const hg_args *a, int rr, int w,
     __syncwarp();
 }
 
-/* A warp of the chain: waits until chunk c is decided (or stopped in);
- * the first undecided trial, or S */
-static __device__ __forceinline__ int hg_wait_chunk(const int *sdone, const int *sstop, int c)
-{
-    while (*(const volatile int *)sdone <= c) __nanosleep(20);
-    __threadfence_block();
-    return *(const volatile int *)sstop;
-}
-
 /* Lane k: chunk c's accepted mates' changes (mask m) from global memory,
  * in index order, two loads in flight */
 static __device__ __forceinline__ void hg_add_accepted(const hg_args *a, int c, unsigned m, int k, double &v, int &nA,
@@ -1086,7 +1077,6 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
 {
     __shared__ unsigned smask[HG_MAX_BATCH / 32]; /* per chunk: the lanes accepted */
     __shared__ int sstop;                         /* the first undecided trial, or S */
-    __shared__ int sdone;                         /* the chunks decided (or stopped in) so far */
     __shared__ unsigned long long sticket;
     __shared__ double xs_v[32], xs_de[32]; /* the deciding warp's lanes across an exact pass */
     __shared__ int2 xs_n[32];
@@ -1118,41 +1108,15 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
     const int preset = st->preset;
     int decided0 = 0, decided1 = 0;
     const int c0 = from >> 5, nch = (a.S + 31) >> 5;
-    if (k == 0) {
-        sstop = a.S;
-        sdone = c0;
-    }
+    if (warp == c0) hg_stage(&a, c0, c0, sdiag[c0 & 1], fdiag[c0 & 1]);
+    if (k == 0) sstop = a.S;
     __syncthreads();
     int stop = a.S;
-    if (warp >= c0 && warp < nch) {
-        /* the chunks before the one before mine: their accepted mates'
-         * terms from global memory, as each chunk is decided */
-        for (int c = c0; c + 1 < warp && stop == a.S; ++c) {
-            stop = hg_wait_chunk(&sdone, &sstop, c);
-            if (in) hg_add_accepted(&a, c, smask[c], k, v, nA, nB);
-        }
-        if (stop == a.S) {
-            /* my block of terms, and the chunk before mine's block for my
-             * lanes, staged while that chunk is decided (its buffers were
-             * freed when the chunk before it was decided) */
-            hg_stage(&a, warp, warp, sdiag[warp & 1], fdiag[warp & 1]);
-            if (warp > c0) {
-                const int c = warp - 1, p = c & 1;
-                hg_stage(&a, c, warp, snext[p], fnext[p]);
-                stop = hg_wait_chunk(&sdone, &sstop, c);
-                /* only decided mates carry a bit: all before the stop */
-                const unsigned m = smask[c];
-                for (int u = 0; u < 32; ++u)
-                    if ((m >> u) & 1u) {
-                        v += snext[p][u][lane];
-                        nA -= fnext[p][u][lane] & 1;
-                        nB += (fnext[p][u][lane] >> 1) & 1;
-                    }
-            }
-        }
-        if (stop == a.S) {
+    for (int c = c0; c < nch && stop == a.S; ++c) {
+        const int p = c & 1;
+        if (warp == c) {
             /* my chunk's decisions */
-            const int c = warp, j0 = max(from, 32 * c), j1 = min(32 * c + 32, a.S), p = c & 1;
+            const int j0 = max(from, 32 * c), j1 = min(32 * c + 32, a.S);
             unsigned accm = 0;
             int mystop = a.S;
             double de = 0.0; /* my move's energy change, once decided */
@@ -1250,13 +1214,32 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
                     a.dE[k] = de;
                 }
             }
-            stop = mystop;
             if (lane == 0) {
                 smask[c] = accm;
-                sstop = mystop;
-                __threadfence_block();
-                *(volatile int *)&sdone = c + 1;
+                if (mystop < a.S) sstop = mystop;
             }
+        } else if (warp == c + 1) {
+            /* my block of terms, and the deciding chunk's block for my
+             * lanes, staged while it is decided */
+            hg_stage(&a, c + 1, c + 1, sdiag[p ^ 1], fdiag[p ^ 1]);
+            hg_stage(&a, c, c + 1, snext[p], fnext[p]);
+        }
+        __syncthreads();
+        stop = sstop;
+        /* only decided mates carry a bit: all before the stop */
+        const unsigned m = smask[c];
+        if (warp == c + 1) {
+            for (int u = 0; u < 32; ++u)
+                if ((m >> u) & 1u) {
+                    v += snext[p][u][lane];
+                    nA -= fnext[p][u][lane] & 1;
+                    nB += (fnext[p][u][lane] >> 1) & 1;
+                }
+        } else if (warp > c + 1 && in) {
+            /* off the critical path (the next chunk's decisions take
+             * longer than these loads): only the accepted mates' terms,
+             * so these warps take few issue slots from the deciding one */
+            hg_add_accepted(&a, c, m, k, v, nA, nB);
         }
     }
     if (stop < a.S && in && k > stop) {
@@ -1266,9 +1249,8 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
     }
     if (decided0) atomicAdd(&st->decided[0], decided0);
     if (decided1) atomicAdd(&st->decided[1], decided1);
-    __syncthreads();
     if (k == 0) {
-        st->stop = sstop;
+        st->stop = stop;
         st->preset = -1;
     }
     /* the helpers go */
