@@ -1057,6 +1057,22 @@ static __device__ __forceinline__ void hg_add_accepted(const hg_args *a, int c, 
     }
 }
 
+/* Lane k of the deciding warp: mate j (of this chunk) accepted, its bit
+ * in the chunk's mask and, for the later lanes, its change to their sums
+ * from the warp's staged block */
+static __device__ __forceinline__ void hg_accepted(int j, int k, int in, const double (*diag)[32],
+                                                   const unsigned char (*fdiag)[32], unsigned &accm, double &v,
+                                                   int &nA, int &nB)
+{
+    accm |= 1u << (j & 31);
+    if (in && k > j) {
+        v += diag[j & 31][k & 31];
+        const unsigned char fj = fdiag[j & 31][k & 31];
+        nA -= fj & 1;
+        nB += (fj >> 1) & 1;
+    }
+}
+
 /* The launch's deciding block (the first of its launch to run: the
  * others are the exact pass's helpers, hg_xhelp), S threads rounded up to
  * 32, thread k the k-th trial: the decisions in index order, from `from`,
@@ -1159,15 +1175,7 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
                     }
                     d = __shfl_sync(HG_FULL, d, j & 31);
                     if (d == 2) break;
-                    if (d == 1) {
-                        accm |= 1u << (j & 31);
-                        if (in && k > j) {
-                            v += sdiag[p][j & 31][lane];
-                            const unsigned char fj = fdiag[p][j & 31][lane];
-                            nA -= fj & 1;
-                            nB += (fj >> 1) & 1;
-                        }
-                    }
+                    if (d == 1) hg_accepted(j, k, in, sdiag[p], fdiag[p], accm, v, nA, nB);
                 }
                 if (j >= j1) break;
                 /* trial j left open: the whole warp's exact pass, every
@@ -1194,15 +1202,7 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
                     de = xde;
                     ++decided1;
                 }
-                if (d == 1) {
-                    accm |= 1u << (j & 31);
-                    if (in && k > j) {
-                        v += sdiag[p][j & 31][lane];
-                        const unsigned char fj = fdiag[p][j & 31][lane];
-                        nA -= fj & 1;
-                        nB += (fj >> 1) & 1;
-                    }
-                }
+                if (d == 1) hg_accepted(j, k, in, sdiag[p], fdiag[p], accm, v, nA, nB);
                 ++j;
             }
             /* each lane its own decision */
