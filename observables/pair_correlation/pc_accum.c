@@ -134,29 +134,61 @@ int metro_pc_histogram_cells(const metro_float4 *pos, const int *central, const 
     }
     for (int q = 0; q < n; q++) sp[q] = pos[order[q]];
     for (int c = 0; c < L->n_central; c++) isc[central[c]] = 1;
-    for (long cx = 0; cx < m[0]; cx++)
-        for (long cy = 0; cy < m[1]; cy++)
-            for (long cz = 0; cz < m[2]; cz++) {
-                const long ci = (cx * m[1] + cy) * m[2] + cz;
-                for (int qi = start[ci]; qi < start[ci + 1]; qi++) {
-                    const int i = order[qi];
-                    if (!isc[i]) continue;
-                    const metro_float4 p = sp[qi];
-                    double *hh = hist + (size_t)pc_species(p.w, S) * S * bins;
-                    for (long x = cx - 1; x <= cx + 1; x++)
-                        for (long y = cy - 1; y <= cy + 1; y++) {
-                            if (x < 0 || y < 0 || x >= m[0] || y >= m[1]) continue;
-                            /* the three cells along z are contiguous */
-                            const long z0 = cz > 0 ? cz - 1 : 0, z1 = cz + 1 < m[2] ? cz + 1 : m[2] - 1;
-                            const int q0 = start[(x * m[1] + y) * m[2] + z0], q1 = start[(x * m[1] + y) * m[2] + z1 + 1];
-                            for (int q = q0; q < q1; q++) {
-                                if (q == qi) continue;
-                                const int kb = pc_bin(pc_dist2(p, sp[q]), rmax2, inv_dr, bins);
-                                if (kb >= 0) hh[(size_t)pc_species(sp[q].w, S) * bins + kb] += 1.0;
+    /* slabs of cells along x in parallel (OpenMP where built with it),
+     * each thread into its own histogram, added at the end: whole numbers,
+     * so the same counts whatever the threads */
+    const size_t nh = (size_t)S * S * bins;
+    int bad = 0;
+#pragma omp parallel
+    {
+        double *own = calloc(nh, sizeof *own);
+        if (!own) {
+#pragma omp atomic write
+            bad = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (long cx = 0; cx < m[0]; cx++) {
+            if (!own) continue;
+            for (long cy = 0; cy < m[1]; cy++)
+                for (long cz = 0; cz < m[2]; cz++) {
+                    const long ci = (cx * m[1] + cy) * m[2] + cz;
+                    for (int qi = start[ci]; qi < start[ci + 1]; qi++) {
+                        const int i = order[qi];
+                        if (!isc[i]) continue;
+                        const metro_float4 p = sp[qi];
+                        double *hh = own + (size_t)pc_species(p.w, S) * S * bins;
+                        for (long x = cx - 1; x <= cx + 1; x++)
+                            for (long y = cy - 1; y <= cy + 1; y++) {
+                                if (x < 0 || y < 0 || x >= m[0] || y >= m[1]) continue;
+                                /* the three cells along z are contiguous */
+                                const long z0 = cz > 0 ? cz - 1 : 0, z1 = cz + 1 < m[2] ? cz + 1 : m[2] - 1;
+                                const int q0 = start[(x * m[1] + y) * m[2] + z0],
+                                          q1 = start[(x * m[1] + y) * m[2] + z1 + 1];
+                                for (int q = q0; q < q1; q++) {
+                                    if (q == qi) continue;
+                                    const int kb = pc_bin(pc_dist2(p, sp[q]), rmax2, inv_dr, bins);
+                                    if (kb >= 0) hh[(size_t)pc_species(sp[q].w, S) * bins + kb] += 1.0;
+                                }
                             }
-                        }
+                    }
                 }
-            }
+        }
+        /* after the loop's barrier every thread's allocation is known: a
+         * failed one leaves hist untouched (the caller then counts all
+         * pairs itself) */
+        int failed;
+#pragma omp atomic read
+        failed = bad;
+        if (own && !failed) {
+#pragma omp critical
+            for (size_t k = 0; k < nh; k++) hist[k] += own[k];
+        }
+        free(own);
+    }
+    if (bad) {
+        free(sp), free(isc), free(start), free(order), free(cell);
+        return -1;
+    }
     free(sp), free(isc);
     free(start), free(order), free(cell);
     return 0;
