@@ -124,8 +124,8 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
                          METRO_PLUGIN_ENTRY);
     else if (d->abi_version != METRO_ABI_VERSION)
         /* version 3 changed metro_setup's layout and the device names of
-         * potentials, version 4 metro_pd_sum's, version 5 the sampler's
-         * table, so an older plugin cannot run (plugin.h) */
+         * potentials, version 4 metro_pd_sum's, versions 5 and 6 the
+         * sampler's table, so an older plugin cannot run (plugin.h) */
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: built for plugin ABI version %u, this metro speaks version %u (rebuild the plugin against "
                          "this metro's headers)",

@@ -414,26 +414,37 @@ int metro_sim_plan(metro_sim *sim, FILE *f)
     metro__write_resolved(sim, f);
     const metro_setup *s = &sim->setup;
     double n = s->particles, r = s->replicas;
-    /* Every sampler in the tree today sums directly: each of the N moves of
-     * a sweep evaluates the N-1 partners.  The rates are the measured ones
-     * of bench/NOTES.md (one CPU core: 2.2e8 pair terms/s; H100: 1.1e12 at
-     * large N), so the estimate is a lower bound for small systems, which
-     * are latency-bound on a GPU. */
+    /* The direct sum: each of the N moves of a sweep evaluates the N-1
+     * partners.  The rates are the measured ones of bench/NOTES.md (one
+     * CPU core: 2.2e8 pair terms/s; H100: 1.1e12 at large N), so the
+     * estimate is a lower bound for small systems, which are latency-bound
+     * on a GPU.  A sampler that sums otherwise (a tree) gives its own
+     * estimate (cost(), ABI 6). */
     double pairs = r * n * (n - 1);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     double rate = s->backend == METRO_BACKEND_CUDA ? 1.1e12 : 2.2e8 * (cores > 0 ? (double)cores : 1);
+    double sweep = pairs / rate, own = 0.0;
+    const int by_sampler = sim->smp_api->cost && sim->smp_api->cost(sim->smp.self, s, &own) == 0 && own > 0.0;
+    char basis[64];
+    if (by_sampler) {
+        sweep = own;
+        snprintf(basis, sizeof basis, "the sampler's estimate");
+    } else {
+        snprintf(basis, sizeof basis, "at %.3g pair terms/s", rate);
+    }
     fprintf(f, "\n; ---- the work (dry run: nothing was created) ----\n"
                "; backend:                %s: %s\n"
                "; particles x replicas:   %d x %d\n"
                "; sweeps:                 %ld equilibration + %ld production\n"
-               "; pair evaluations/sweep: %.4g (direct sum)\n"
+               "; pair evaluations/sweep: %.4g (direct sum%s)\n"
                "; host memory:            %.3g GiB\n"
                "; device memory:          %.3g GiB\n"
-               "; time per sweep:         about %.3g s (at %.3g pair terms/s)\n"
+               "; time per sweep:         about %.3g s (%s)\n"
                "; whole run:              about %.3g s\n",
             s->backend == METRO_BACKEND_CUDA ? "cuda" : "cpu", sim->device_name, s->particles, s->replicas,
-            sim->equilibration, sim->sweeps, pairs, gib(sim->host_need), gib(sim->device_need), pairs / rate, rate,
-            pairs / rate * (double)(sim->sweeps + sim->equilibration));
+            sim->equilibration, sim->sweeps, pairs, by_sampler ? "; this sampler needs far fewer" : "",
+            gib(sim->host_need), gib(sim->device_need), sweep, basis,
+            sweep * (double)(sim->sweeps + sim->equilibration));
     return METRO_OK;
 }
 

@@ -27,7 +27,7 @@ __attribute__((unused)) static const metro_sampler_api api = {
 #else
     s_advance,
 #endif
-    s_sync, s_sync, s_save, s_restore, NULL, NULL, NULL, NULL};
+    s_sync, s_sync, s_save, s_restore, NULL, NULL, NULL, NULL, NULL};
 
 __attribute__((unused)) static const metro_param_decl params[] = {
     {"knob", METRO_PARAM_REAL, "1", 0, 2, NULL, "", "a knob"},

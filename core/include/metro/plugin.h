@@ -45,8 +45,11 @@ extern "C" {
  * the struct by value, so only version 4 plugins load.
  * 5: samplers may offer total(): the energies the core starts from and
  * checks against, by the sampler's own means (a tree instead of the O(N²)
- * direct sum); the sampler table grew, so only version 5 plugins load. */
-#define METRO_ABI_VERSION 5u
+ * direct sum); the sampler table grew, so only version 5 plugins load.
+ * 6: samplers may offer cost(): their own estimate of a sweep's time for
+ * the dry run (a tree instead of the direct sum's N² pair terms); the
+ * sampler table grew again. */
+#define METRO_ABI_VERSION 6u
 
 typedef enum metro_kind {
     METRO_KIND_POTENTIAL = 1,
@@ -447,6 +450,14 @@ typedef struct metro_sampler_api {
      * given through host->fail).  An overlap gives +INFINITY, as the direct
      * sum would. */
     int (*total)(void *self, const metro_state *st, double *out);
+    /* ---- ABI version 6: the sampler's optional cost() (NULL when absent) ----
+     * cost(self, setup, seconds): the seconds one sweep of this instance
+     * (created, not started) is expected to take on setup->backend, for
+     * `metro run --dry-run`, where the core would quote the direct sum's
+     * N(N-1) pair terms per replica at its measured rates.  Returns 0 with
+     * *seconds set (and may name its basis in host->log at debug level),
+     * or 1 to leave the estimate to the core. */
+    int (*cost)(void *self, const metro_setup *setup, double *seconds);
 } metro_sampler_api;
 
 /* Observables measure the state every `every` sweeps after equilibration.
