@@ -169,12 +169,12 @@ int metro__total_all(metro_sim *sim, double *out, metro_error *err)
     }
     if (st->backend == METRO_BACKEND_CPU) {
         /* a direct sum that takes minutes says so, once, rather than sit
-         * silent (at the measured 2.2e8 pair terms/s of one core) */
+         * silent (at the measured rate of one core) */
         double pairs = (double)st->particles * st->particles * st->replicas / 2;
         if (pairs > 1e10 && !sim->warned_direct) {
             sim->warned_direct = 1;
             metro__log(sim, METRO_LOG_WARN, "energy: %.3g pair terms on the CPU, about %.3g s per sum", pairs,
-                       pairs / 2.2e8);
+                       pairs / METRO_DIRECT_RATE_CPU);
         }
         for (int r = 0; r < st->replicas; ++r)
             out[r] = sim->pot_api->total(sim->pot_self, st->pos + (size_t)r * st->particles, st->particles);

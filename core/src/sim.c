@@ -415,14 +415,14 @@ int metro_sim_plan(metro_sim *sim, FILE *f)
     const metro_setup *s = &sim->setup;
     double n = s->particles, r = s->replicas;
     /* The direct sum: each of the N moves of a sweep evaluates the N-1
-     * partners.  The rates are the measured ones of bench/NOTES.md (one
-     * CPU core: 2.2e8 pair terms/s; H100: 1.1e12 at large N), so the
+     * partners.  At the measured rates (METRO_DIRECT_RATE_*, plugin.h) the
      * estimate is a lower bound for small systems, which are latency-bound
      * on a GPU.  A sampler that sums otherwise (a tree) gives its own
      * estimate (cost(), ABI 6). */
     double pairs = r * n * (n - 1);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    double rate = s->backend == METRO_BACKEND_CUDA ? 1.1e12 : 2.2e8 * (cores > 0 ? (double)cores : 1);
+    double rate = s->backend == METRO_BACKEND_CUDA ? METRO_DIRECT_RATE_CUDA
+                                                   : METRO_DIRECT_RATE_CPU * (cores > 0 ? (double)cores : 1);
     double sweep = pairs / rate, own = 0.0;
     const int by_sampler = sim->smp_api->cost && sim->smp_api->cost(sim->smp.self, s, &own) == 0 && own > 0.0;
     char basis[64];

@@ -550,13 +550,12 @@ static int tree_total(hier *b, double *energy, double *bound, long long *bad)
  * energies by its truncation and both sides' rounding: at most the bound
  * (DESIGN.md, "The energy"), in practice 10^-9 of it or less.  auto: the
  * tree where the direct sum would take more than about a second at the
- * core's measured rates (2.2e8 pair terms/s on a CPU core, 1.1e12 on an
- * H100). */
+ * core's measured rates (METRO_DIRECT_RATE_*). */
 static int total(void *self, const metro_state *st, double *out)
 {
     hier *b = self;
     const double pairs = 0.5 * (double)b->n * (double)b->n;
-    const double rate = st->backend == METRO_BACKEND_CUDA ? 1.1e12 : 2.2e8;
+    const double rate = st->backend == METRO_BACKEND_CUDA ? METRO_DIRECT_RATE_CUDA : METRO_DIRECT_RATE_CPU;
     if (b->energy == 'd' || (b->energy == 'a' && pairs < rate)) return 1;
     double e = 0.0, bound = 0.0;
     long long bad = 0;

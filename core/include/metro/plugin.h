@@ -51,6 +51,13 @@ extern "C" {
  * sampler table grew again. */
 #define METRO_ABI_VERSION 6u
 
+/* The core's direct sum of pair terms, measured (bench/NOTES.md): pair
+ * terms per second on one CPU core and on one H100 at large N.  The core
+ * times its O(N²) sums with them (the dry run, the CPU's warning); a
+ * sampler with a faster sum may use them to choose between the two. */
+#define METRO_DIRECT_RATE_CPU 2.2e8
+#define METRO_DIRECT_RATE_CUDA 1.1e12
+
 typedef enum metro_kind {
     METRO_KIND_POTENTIAL = 1,
     METRO_KIND_SAMPLER = 2,
