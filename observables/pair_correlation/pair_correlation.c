@@ -21,14 +21,12 @@
  * the replica in slot 0.
  *
  * Where (histogram = auto).  Without the potential sums the counts come
- * from a cell list on the host (pc_accum.c, every core), the neighbours
- * within r_max only; with them every pair is visited (O(N_central N)).  On
- * the CUDA backend the GPU kernel pair_correlation_histogram
- * (pair_correlation.cu) visits every pair, from PC_GPU_MIN particles, but
- * without the potential sums only below PC_CELLS_MIN, where it beats the
- * host's cell list (at 2^23 ions the kernel took 46 s a measurement on an
- * H100).  Kernel and host loops bin the same pairs with the same rounding,
- * so every path gives identical counts.
+ * from a cell list (pc_accum.h), the neighbours within about r_max only;
+ * with them every pair is visited (O(N_central N)).  On the CUDA backend,
+ * from PC_GPU_MIN particles, the GPU counts: from the host's cell list
+ * (kernel pair_correlation_cells), or every pair with the potential sums
+ * (pair_correlation_histogram); else the host, on every core.  All paths
+ * bin the same pairs with the same rounding: identical counts.
  *
  * Errors.  Measurements are kept in between `blocks` and 2 x `blocks`
  * equal blocks (pc_accum.h); every error bar is a jackknife over them.
@@ -72,17 +70,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "metro/plugin.h"
 
 #include "electrostatics.h"
 #include "pc_accum.h"
 
-/* histogram = auto uses the GPU from this many particles on, and without
- * the potential sums only below PC_CELLS_MIN: from there the host's cell
- * list is faster than the kernel's all pairs */
+/* histogram = auto uses the GPU from this many particles on */
 #define PC_GPU_MIN 8192
-#define PC_CELLS_MIN 524288
 #define PC_SAVE_MAGIC 0x52524f43u /* "CORR" */
 #define PC_SAVE_VERSION 1u
 
@@ -92,16 +88,21 @@ typedef struct pc {
     metro_pc_system sys;
     double cell_radius, margin;
     int particles, use_gpu, plots;
+    int cells;                   /* counts from the cell list (no potential sums) */
+    int timed;                   /* the first measurement's cost is logged */
     char prefix[64];
     metro_es_options es;
     metro_pc_accum acc;
     double *meas;                /* the record of one measurement */
     int *central;                /* [particles] */
     /* GPU */
-    void *kernel;
-    int *d_central;
+    void *kernel;                /* pair_correlation_cells, or _histogram */
+    int *d_central;              /* [particles]: the central list, or the cell list's cq */
     unsigned long long *d_hist, *h_hist;
     double *d_psi;
+    metro_float4 *d_sp;          /* the cell list: [particles] */
+    int *d_start, *d_ccell;      /* [cap_cells + 1], [particles] */
+    int cap_cells;
 } pc;
 
 static const metro_param_decl params[] = {
@@ -115,8 +116,8 @@ static const metro_param_decl params[] = {
     {"blocks", METRO_PARAM_INT, "20", 2, 10000, NULL, "",
      "independent blocks of measurements for the error bars (between this and twice as many are kept)"},
     {"histogram", METRO_PARAM_CHOICE, "auto", 0, 0, "auto|cpu|gpu", "",
-     "where pairs are binned (auto: on the CUDA backend the GPU from 8192 particles; with potential = false "
-     "the host's cell list again from 524288)"},
+     "where pairs are binned (auto: on the CUDA backend the GPU from 8192 particles); without the potential "
+     "sums from a cell list, with them every pair"},
     {"potential", METRO_PARAM_BOOL, "true", 0, 0, NULL, "",
      "also sum the potential of all ions at each central ion (excess energy per ion)"},
     {"fit_rmin", METRO_PARAM_REAL, "0", 0, 1e9, NULL, "length",
@@ -156,6 +157,9 @@ static void destroy(void *self)
         cudaFree(c->d_central);
         cudaFree(c->d_hist);
         cudaFree(c->d_psi);
+        cudaFree(c->d_sp);
+        cudaFree(c->d_start);
+        cudaFree(c->d_ccell);
     }
     free(c->h_hist);
     free(c->meas);
@@ -243,8 +247,8 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     if (!strcmp(where, "gpu") && setup->backend != METRO_BACKEND_CUDA)
         return give_up(c, "histogram: gpu needs the CUDA backend");
     c->use_gpu = setup->backend == METRO_BACKEND_CUDA &&
-                 (!strcmp(where, "gpu") || (!strcmp(where, "auto") && c->particles >= PC_GPU_MIN &&
-                                             (s->psi || c->particles < PC_CELLS_MIN)));
+                 (!strcmp(where, "gpu") || (!strcmp(where, "auto") && c->particles >= PC_GPU_MIN));
+    c->cells = !s->psi;
 
     size_t rec = metro_pc_record_size(s->species, s->bins);
     c->meas = malloc(rec * sizeof(double));
@@ -256,9 +260,9 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     }
     host->log(ctx, METRO_LOG_INFO,
               "pair_correlation: central ions within %.6g of the centre (wall margin %.6g), "
-              "%d bins of %.6g up to r_max %.6g, histograms on the %s",
+              "%d bins of %.6g up to r_max %.6g, histograms on the %s (%s)",
               s->r_int, c->margin, s->bins, s->dr, s->bins * s->dr,
-              c->use_gpu ? "GPU" : s->psi ? "CPU (all pairs)" : "CPU (cell list)");
+              c->use_gpu ? "GPU" : "CPU", c->cells ? "cell list" : "all pairs");
     *out = c;
     return 0;
 }
@@ -285,57 +289,109 @@ static pc_launch launch_of(const pc *c, int nc)
  * are created before the core links the device code. */
 static int gpu_setup(pc *c)
 {
-    const size_t nh = (size_t)c->sys.species * c->sys.species * c->sys.bins;
-    if (c->host->kernel(c->ctx, "pair_correlation_histogram", &c->kernel)) return -1;
+    const size_t nh = (size_t)c->sys.species * c->sys.species * c->sys.bins, n = (size_t)c->particles;
+    if (c->host->kernel(c->ctx, c->cells ? "pair_correlation_cells" : "pair_correlation_histogram", &c->kernel))
+        return -1;
     c->h_hist = malloc(nh * sizeof *c->h_hist);
     if (!c->h_hist) return c->host->fail(c->ctx, "out of memory (%zu bytes for the histogram)", nh * sizeof *c->h_hist);
-    if (c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_central, (size_t)c->particles * sizeof(int)),
-                      "cudaMalloc of %zu bytes for the central particles", (size_t)c->particles * sizeof(int)) ||
+    if (c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_central, n * sizeof(int)),
+                      "cudaMalloc of %zu bytes for the central particles", n * sizeof(int)) ||
         c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_hist, nh * sizeof *c->d_hist),
                       "cudaMalloc of %zu bytes for the histogram", nh * sizeof *c->d_hist) ||
         c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_psi, METRO_MAX_SPECIES * sizeof(double)),
                       "cudaMalloc of %zu bytes", METRO_MAX_SPECIES * sizeof(double)))
         return -1;
+    if (c->cells && (c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_sp, n * sizeof *c->d_sp),
+                                   "cudaMalloc of %zu bytes for the cell list", n * sizeof *c->d_sp) ||
+                     c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_ccell, n * sizeof(int)),
+                                   "cudaMalloc of %zu bytes for the cell list", n * sizeof(int))))
+        return -1;
     return 0;
 }
 
-/* One replica's pairs on the GPU, added into the measurement record. */
-static int histogram_gpu(pc *c, const metro_float4 *d_pos, int nc, double *hist, double *psi)
+/* Queues the cell list's arrays to the device (the start array grows when
+ * a configuration spreads over more cells). */
+static cudaError_t upload_cells(pc *c, const metro_pc_cells *cl, cudaStream_t stream)
+{
+    if (cl->ncell > c->cap_cells) {
+        cudaFree(c->d_start);
+        c->d_start = NULL;
+        c->cap_cells = 0;
+        cudaError_t e = cudaMalloc((void **)&c->d_start, ((size_t)cl->ncell + 1) * sizeof(int));
+        if (e != cudaSuccess) return e;
+        c->cap_cells = cl->ncell;
+    }
+    cudaError_t e = cudaMemcpyAsync(c->d_sp, cl->sp, (size_t)c->particles * sizeof *cl->sp,
+                                    cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(c->d_start, cl->start, ((size_t)cl->ncell + 1) * sizeof(int),
+                            cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(c->d_central, cl->cq, (size_t)cl->nc * sizeof(int), cudaMemcpyHostToDevice, stream);
+    if (e == cudaSuccess)
+        e = cudaMemcpyAsync(c->d_ccell, cl->ccell, (size_t)cl->nc * sizeof(int), cudaMemcpyHostToDevice, stream);
+    return e;
+}
+
+/* One replica's pairs on the GPU (pos: its host copy, d_pos: its device
+ * copy), added into the measurement record. */
+static int histogram_gpu(pc *c, const metro_float4 *pos, const metro_float4 *d_pos, int nc, double *hist,
+                         double *psi)
 {
     const int S = c->sys.species;
     const size_t nh = (size_t)S * S * c->sys.bins;
     cudaStream_t stream = (cudaStream_t)c->host->stream(c->ctx);
     pc_launch L = launch_of(c, nc);
-    size_t smem = PC_TILE * sizeof(float4) + METRO_MAX_SPECIES * sizeof(double);
-    /* 48 KB of shared memory without opting in; the kernel's own static
-     * array (the valences) takes a few bytes of it */
+    if (!c->kernel && gpu_setup(c)) return -1;
+    /* 48 KB of shared memory without opting in; the kernels' own static
+     * arrays take a few bytes of it */
+    size_t smem = c->cells ? 0 : PC_TILE * sizeof(float4) + METRO_MAX_SPECIES * sizeof(double);
     int use_shared = smem + nh * sizeof(unsigned int) <= 48 * 1024 - 256;
     if (use_shared) smem += nh * sizeof(unsigned int);
-    if (!c->kernel && gpu_setup(c)) return -1;
-    const float4 *pos = (const float4 *)d_pos;
-    void *args[] = {&pos, &c->d_central, &L, &c->d_hist, &c->d_psi, &use_shared};
-    dim3 grid = {(unsigned)((nc + PC_TILE - 1) / PC_TILE), 1, 1}, block = {PC_TILE, 1, 1};
-    cudaError_t e = cudaMemcpyAsync(c->d_central, c->central, (size_t)nc * sizeof(int),
-                                    cudaMemcpyHostToDevice, stream);
+    metro_pc_cells cl = {0};
+    cudaError_t e;
+    if (c->cells) {
+        if (metro_pc_cells_build(pos, c->central, &L, &cl))
+            return c->host->fail(c->ctx, "no room for the cell list of %d particles (out of memory)", c->particles);
+        e = upload_cells(c, &cl, stream);
+        L.n_central = nc = cl.nc;
+    } else {
+        e = cudaMemcpyAsync(c->d_central, c->central, (size_t)nc * sizeof(int), cudaMemcpyHostToDevice, stream);
+    }
     if (e == cudaSuccess) e = cudaMemsetAsync(c->d_hist, 0, nh * sizeof *c->d_hist, stream);
     if (e == cudaSuccess) e = cudaMemsetAsync(c->d_psi, 0, METRO_MAX_SPECIES * sizeof(double), stream);
-    if (e == cudaSuccess && nc > 0)
-        e = cudaLaunchKernel((const void *)c->kernel, grid, block, args, smem, stream);
-    double dpsi[METRO_MAX_SPECIES];
+    if (e == cudaSuccess && nc > 0) {
+        const float4 *dp = (const float4 *)d_pos;
+        void *pairs[] = {&dp, &c->d_central, &L, &c->d_hist, &c->d_psi, &use_shared};
+        void *cells[] = {&c->d_sp, &c->d_start, &c->d_central, &c->d_ccell, &cl.m[0], &cl.m[1], &cl.m[2],
+                         &L, &c->d_hist, &use_shared};
+        e = cudaLaunchKernel((const void *)c->kernel, (dim3){(unsigned)((nc + PC_TILE - 1) / PC_TILE), 1, 1},
+                             (dim3){PC_TILE, 1, 1}, c->cells ? cells : pairs, smem, stream);
+    }
+    double dpsi[METRO_MAX_SPECIES] = {0};
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(c->h_hist, c->d_hist, nh * sizeof *c->h_hist, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess)
         e = cudaMemcpyAsync(dpsi, c->d_psi, sizeof dpsi, cudaMemcpyDeviceToHost, stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+    metro_pc_cells_free(&cl); /* after the copies from it */
     if (c->host->cuda(c->ctx, e, "the GPU histogram (%zu bins)", nh)) return -1;
     for (size_t i = 0; i < nh; i++) hist[i] += (double)c->h_hist[i];
     for (int a = 0; a < S; a++) psi[a] += dpsi[a];
     return 0;
 }
 
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static int measure(void *self, const metro_state *st)
 {
     pc *c = self;
+    const double t0 = now();
     const int S = c->sys.species, n = c->particles;
     double *m = c->meas;
     memset(m, 0, c->acc.rec * sizeof(double));
@@ -348,7 +404,7 @@ static int measure(void *self, const metro_state *st)
         int nc = metro_pc_select(pos, n, &c->sys, c->central, m);
         double *hist = m + METRO_PC_HIST(S), *psi = m + METRO_PC_PSI(S, 0);
         if (c->use_gpu) {
-            if (histogram_gpu(c, st->d_pos + (size_t)rep * n, nc, hist, psi)) return -1;
+            if (histogram_gpu(c, pos, st->d_pos + (size_t)rep * n, nc, hist, psi)) return -1;
         } else {
             pc_launch L = launch_of(c, nc);
             /* without the potential sums (O(N) per central ion whatever
@@ -360,6 +416,10 @@ static int measure(void *self, const metro_state *st)
         if (!all) break;
     }
     metro_pc_accum_add(&c->acc, m);
+    if (!c->timed) { /* what a measurement costs, for planning how often */
+        c->timed = 1;
+        c->host->log(c->ctx, METRO_LOG_INFO, "pair_correlation: one measurement took %.3g s", now() - t0);
+    }
     return 0;
 }
 
@@ -656,6 +716,20 @@ static int restore(void *self, const void *data, size_t size)
     return 0;
 }
 
+/* What a measurement allocates for n particles: the cell list on the host
+ * (pc_accum.c: positions in cell order, the cell of each, flags, up to about
+ * 2n cells' starts and fill counts, the central ions' places and cells) and
+ * its copy on the device, or the central list the all-pairs kernel reads. */
+static int memory(void *self, const metro_setup *setup, size_t *host, size_t *device)
+{
+    pc *c = self;
+    const size_t n = (size_t)(setup->particles > 0 ? setup->particles : 0);
+    *host = c->cells ? n * (sizeof(metro_float4) + 4 * sizeof(int) + 2) + 2 * (2 * n + 1) * sizeof(int) : 0;
+    *device = !c->use_gpu ? 0 : c->cells ? n * (sizeof(metro_float4) + 2 * sizeof(int)) + (2 * n + 1) * sizeof(int)
+                                         : n * sizeof(int);
+    return 0;
+}
+
 static const metro_observable_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -664,6 +738,7 @@ static const metro_observable_api api = {
     .finish = finish,
     .save = save,
     .restore = restore,
+    .memory = memory,
 };
 
 METRO_PLUGIN(observable, "pair_correlation", "1.0.0",

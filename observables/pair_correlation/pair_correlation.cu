@@ -1,5 +1,13 @@
-/* pair_correlation.cu — the pair histogram of central ions against all
- * particles on the GPU: O(N_central x N), for large N.
+/* pair_correlation.cu — the pair histograms of central ions on the GPU.
+ *
+ * pair_correlation_cells: the pair counts alone, from the host's cell list
+ * (pc_accum.h): O(N_central x neighbours within about r_max).  One thread
+ * per central ion, in cell order, so the threads of a warp mostly read the
+ * same partner cells (one load serves the warp).  Same pairs, same
+ * rounding as every other path: the same counts.
+ *
+ * pair_correlation_histogram: every pair, O(N_central x N), when the
+ * potential at each central ion from all others is summed as well.
  *
  * One thread per central ion, blocks of exactly PC_TILE threads.  Partners
  * are read in tiles of PC_TILE particles staged in shared memory, in index
@@ -85,4 +93,45 @@ extern "C" __global__ void pair_correlation_histogram(const float4 *__restrict__
         for (int k = tid; k < nh; k += PC_TILE)
             if (sh_hist[k]) atomicAdd(&hist[k], (unsigned long long)sh_hist[k]);
     if (tid < S && want_psi && sh_psi[tid] != 0.0) atomicAdd(&psi[tid], sh_psi[tid]);
+}
+
+extern "C" __global__ void pair_correlation_cells(const float4 *__restrict__ sp, const int *__restrict__ start,
+                                                  const int *__restrict__ cq, const int *__restrict__ ccell,
+                                                  int m0, int m1, int m2, pc_launch L,
+                                                  unsigned long long *hist, int use_shared)
+{
+    extern __shared__ __align__(16) unsigned int sh_cnt[];
+    const int S = L.species, bins = L.bins;
+    const float rmax2 = L.rmax2, inv_dr = L.inv_dr;
+    const int nh = S * S * bins;
+    const int tid = threadIdx.x;
+    if (use_shared) {
+        for (int i = tid; i < nh; i += PC_TILE) sh_cnt[i] = 0u;
+        __syncthreads();
+    }
+    const int c = blockIdx.x * PC_TILE + tid;
+    if (c < L.n_central) {
+        const int qi = cq[c];
+        const float4 p = sp[qi];
+        const int row = pc_species(p.w, S) * S * bins;
+        int q0[9], q1[9];
+        const int cols = pc_columns(ccell[c], m0, m1, m2, start, q0, q1);
+        for (int k = 0; k < cols; k++)
+            for (int q = q0[k]; q < q1[k]; q++) {
+                if (q == qi) continue;
+                const float4 o = sp[q];
+                const int bin = pc_bin(pc_dist2(p, o), rmax2, inv_dr, bins);
+                if (bin < 0) continue;
+                const int slot = row + pc_species(o.w, S) * bins + bin;
+                if (use_shared)
+                    atomicAdd(&sh_cnt[slot], 1u);
+                else
+                    atomicAdd(&hist[slot], 1ull);
+            }
+    }
+    if (use_shared) {
+        __syncthreads();
+        for (int k = tid; k < nh; k += PC_TILE)
+            if (sh_cnt[k]) atomicAdd(&hist[k], (unsigned long long)sh_cnt[k]);
+    }
 }

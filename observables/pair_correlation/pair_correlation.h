@@ -70,6 +70,25 @@ METRO_HD float pc_inv_r(float r2)
     return r2 > 0.0f ? PC_DIV(1.0f, PC_SQRT(r2)) : 0.0f;
 }
 
+/* The partners of a central ion in cell ci of a cell list (pc_accum.h):
+ * the 3 x 3 columns of cells around it, each three cells along z being
+ * contiguous in cell order, as ranges [q0[k], q1[k]) of its positions.
+ * Returns the number of columns (at most 9; fewer at the grid's faces). */
+METRO_HD int pc_columns(int ci, int m0, int m1, int m2, const int *start, int *q0, int *q1)
+{
+    const int cz = ci % m2, cy = ci / m2 % m1, cx = ci / m2 / m1;
+    const int z0 = cz > 0 ? cz - 1 : 0, z1 = cz + 1 < m2 ? cz + 1 : m2 - 1;
+    int k = 0;
+    for (int x = cx - 1; x <= cx + 1; x++)
+        for (int y = cy - 1; y <= cy + 1; y++) {
+            if (x < 0 || y < 0 || x >= m0 || y >= m1) continue;
+            const int base = (x * m1 + y) * m2;
+            q0[k] = start[base + z0];
+            q1[k++] = start[base + z1 + 1];
+        }
+    return k;
+}
+
 /* Species index stored in w, clamped into [0, S-1]. */
 METRO_HD int pc_species(float w, int S)
 {

@@ -2,6 +2,7 @@
  * See pc_accum.h for the normalisation. */
 #include "pc_accum.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,20 +62,18 @@ void metro_pc_histogram_cpu(const metro_float4 *pos, const int *central, const p
     }
 }
 
-/* The same counts from a cell list: partners only from the 27 cells around
- * a central ion's cell.  Cells are at least r_max (widened by 1e-4, far more
- * than the float rounding of pc_dist2) wide, so a pair in cells that are not
- * neighbours has r^2 >= rmax2 as pc_dist2 computes it, and pc_bin would
- * drop it; every other pair goes through pc_dist2 and pc_bin with the same
- * operands in the same order as in metro_pc_histogram_cpu, so each lands
- * in the same bin, and the counts (whole numbers in double) are equal bit
- * for bit.  The grid holds at most about 2n cells (coarser when r_max is
- * small against the spread of the particles).  Returns 0, or -1 when out of
- * memory (nothing added then). */
-int metro_pc_histogram_cells(const metro_float4 *pos, const int *central, const pc_launch *L, double *hist)
+/* Cells are at least r_max (widened by 1e-4, far more than the float
+ * rounding of pc_dist2) wide, so a pair in cells that are not neighbours
+ * has r^2 >= rmax2 as pc_dist2 computes it, and pc_bin would drop it; every
+ * other pair goes through pc_dist2 and pc_bin with the same operands in the
+ * same order as in metro_pc_histogram_cpu, so it lands in the same bin, and
+ * the counts (whole numbers) are equal bit for bit whoever adds them, in
+ * whatever order.  The grid holds at most about 2n cells (coarser when
+ * r_max is small against the spread of the particles). */
+int metro_pc_cells_build(const metro_float4 *pos, const int *central, const pc_launch *L, metro_pc_cells *cl)
 {
-    const int S = L->species, bins = L->bins, n = L->n;
-    const float rmax2 = L->rmax2, inv_dr = L->inv_dr;
+    const int n = L->n;
+    memset(cl, 0, sizeof *cl);
     if (n <= 0 || L->n_central <= 0) return 0;
     double lo[3] = {pos[0].x, pos[0].y, pos[0].z}, hi[3] = {pos[0].x, pos[0].y, pos[0].z};
     for (int i = 1; i < n; i++) {
@@ -84,22 +83,28 @@ int metro_pc_histogram_cells(const metro_float4 *pos, const int *central, const 
             if (v[a] > hi[a]) hi[a] = v[a];
         }
     }
-    double h = sqrt((double)rmax2) * (1.0 + 1e-4) + 1e-30;
+    double h = sqrt((double)L->rmax2) * (1.0 + 1e-4) + 1e-30;
     double ext = 0.0;
     for (int a = 0; a < 3; a++) ext = fmax(ext, hi[a] - lo[a]);
     /* no more than about 2n cells */
     const double hmin = ext / cbrt(2.0 * (double)n + 1.0);
     if (h < hmin) h = hmin;
-    long m[3];
     size_t ncell = 1;
     for (int a = 0; a < 3; a++) {
-        m[a] = (long)floor((hi[a] - lo[a]) / h) + 1;
-        ncell *= (size_t)m[a];
+        cl->m[a] = (int)floor((hi[a] - lo[a]) / h) + 1;
+        ncell *= (size_t)cl->m[a];
     }
-    int *start = calloc(ncell + 1, sizeof *start), *order = malloc((size_t)n * sizeof *order),
-        *cell = malloc((size_t)n * sizeof *cell);
-    if (!start || !order || !cell) {
-        free(start), free(order), free(cell);
+    if (ncell >= (size_t)INT_MAX) return -1;
+    cl->ncell = (int)ncell;
+    int *cell = malloc((size_t)n * sizeof *cell), *fill = malloc(ncell * sizeof *fill);
+    unsigned char *isc = calloc((size_t)n, 1), *cq_is = calloc((size_t)n, 1);
+    cl->start = calloc(ncell + 1, sizeof *cl->start);
+    cl->sp = malloc((size_t)n * sizeof *cl->sp);
+    cl->cq = malloc((size_t)L->n_central * sizeof *cl->cq);
+    cl->ccell = malloc((size_t)L->n_central * sizeof *cl->ccell);
+    if (!cell || !fill || !isc || !cq_is || !cl->start || !cl->sp || !cl->cq || !cl->ccell) {
+        free(cell), free(fill), free(isc), free(cq_is);
+        metro_pc_cells_free(cl);
         return -1;
     }
     for (int i = 0; i < n; i++) {
@@ -107,34 +112,45 @@ int metro_pc_histogram_cells(const metro_float4 *pos, const int *central, const 
         const double v[3] = {pos[i].x, pos[i].y, pos[i].z};
         for (int a = 0; a < 3; a++) {
             c[a] = (long)floor((v[a] - lo[a]) / h);
-            c[a] = c[a] < 0 ? 0 : c[a] >= m[a] ? m[a] - 1 : c[a];
+            c[a] = c[a] < 0 ? 0 : c[a] >= cl->m[a] ? cl->m[a] - 1 : c[a];
         }
-        cell[i] = (int)((c[0] * m[1] + c[1]) * m[2] + c[2]);
-        start[cell[i] + 1]++;
+        cell[i] = (int)((c[0] * cl->m[1] + c[1]) * cl->m[2] + c[2]);
+        cl->start[cell[i] + 1]++;
     }
-    for (size_t k = 0; k < ncell; k++) start[k + 1] += start[k];
-    {
-        int *fill = malloc(ncell * sizeof *fill);
-        if (!fill) {
-            free(start), free(order), free(cell);
-            return -1;
-        }
-        memcpy(fill, start, ncell * sizeof *fill);
-        for (int i = 0; i < n; i++) order[fill[cell[i]]++] = i;
-        free(fill);
-    }
-    /* positions in cell order, and which are central: the partner loops
-     * then read memory in sequence, cell after cell (the counts do not
-     * depend on the order they are added in: whole numbers) */
-    metro_float4 *sp = malloc((size_t)n * sizeof *sp);
-    unsigned char *isc = calloc((size_t)n, 1);
-    if (!sp || !isc) {
-        free(sp), free(isc), free(start), free(order), free(cell);
-        return -1;
-    }
-    for (int q = 0; q < n; q++) sp[q] = pos[order[q]];
+    for (size_t k = 0; k < ncell; k++) cl->start[k + 1] += cl->start[k];
+    memcpy(fill, cl->start, ncell * sizeof *fill);
     for (int c = 0; c < L->n_central; c++) isc[central[c]] = 1;
-    /* slabs of cells along x in parallel (OpenMP where built with it),
+    /* positions in cell order: the partner loops read memory in sequence,
+     * cell after cell */
+    for (int i = 0; i < n; i++) {
+        const int q = fill[cell[i]]++;
+        cl->sp[q] = pos[i];
+        cq_is[q] = isc[i];
+    }
+    /* the central ions in the same order, with their cells */
+    for (int k = 0; k < cl->ncell; k++)
+        for (int q = cl->start[k]; q < cl->start[k + 1]; q++)
+            if (cq_is[q]) {
+                cl->cq[cl->nc] = q;
+                cl->ccell[cl->nc++] = k;
+            }
+    free(cell), free(fill), free(isc), free(cq_is);
+    return 0;
+}
+
+void metro_pc_cells_free(metro_pc_cells *cl)
+{
+    free(cl->start), free(cl->sp), free(cl->cq), free(cl->ccell);
+    memset(cl, 0, sizeof *cl);
+}
+
+int metro_pc_histogram_cells(const metro_float4 *pos, const int *central, const pc_launch *L, double *hist)
+{
+    const int S = L->species, bins = L->bins;
+    const float rmax2 = L->rmax2, inv_dr = L->inv_dr;
+    metro_pc_cells cl;
+    if (metro_pc_cells_build(pos, central, L, &cl)) return -1;
+    /* central ions in chunks on every core (OpenMP where built with it),
      * each thread into its own histogram, added at the end: whole numbers,
      * so the same counts whatever the threads */
     const size_t nh = (size_t)S * S * bins;
@@ -146,31 +162,19 @@ int metro_pc_histogram_cells(const metro_float4 *pos, const int *central, const 
 #pragma omp atomic write
             bad = 1;
         }
-#pragma omp for schedule(dynamic, 1)
-        for (long cx = 0; cx < m[0]; cx++) {
+#pragma omp for schedule(dynamic, 256)
+        for (int c = 0; c < cl.nc; c++) {
             if (!own) continue;
-            for (long cy = 0; cy < m[1]; cy++)
-                for (long cz = 0; cz < m[2]; cz++) {
-                    const long ci = (cx * m[1] + cy) * m[2] + cz;
-                    for (int qi = start[ci]; qi < start[ci + 1]; qi++) {
-                        const int i = order[qi];
-                        if (!isc[i]) continue;
-                        const metro_float4 p = sp[qi];
-                        double *hh = own + (size_t)pc_species(p.w, S) * S * bins;
-                        for (long x = cx - 1; x <= cx + 1; x++)
-                            for (long y = cy - 1; y <= cy + 1; y++) {
-                                if (x < 0 || y < 0 || x >= m[0] || y >= m[1]) continue;
-                                /* the three cells along z are contiguous */
-                                const long z0 = cz > 0 ? cz - 1 : 0, z1 = cz + 1 < m[2] ? cz + 1 : m[2] - 1;
-                                const int q0 = start[(x * m[1] + y) * m[2] + z0],
-                                          q1 = start[(x * m[1] + y) * m[2] + z1 + 1];
-                                for (int q = q0; q < q1; q++) {
-                                    if (q == qi) continue;
-                                    const int kb = pc_bin(pc_dist2(p, sp[q]), rmax2, inv_dr, bins);
-                                    if (kb >= 0) hh[(size_t)pc_species(sp[q].w, S) * bins + kb] += 1.0;
-                                }
-                            }
-                    }
+            const int qi = cl.cq[c];
+            const metro_float4 p = cl.sp[qi];
+            double *hh = own + (size_t)pc_species(p.w, S) * S * bins;
+            int q0[9], q1[9];
+            const int cols = pc_columns(cl.ccell[c], cl.m[0], cl.m[1], cl.m[2], cl.start, q0, q1);
+            for (int k = 0; k < cols; k++)
+                for (int q = q0[k]; q < q1[k]; q++) {
+                    if (q == qi) continue;
+                    const int kb = pc_bin(pc_dist2(p, cl.sp[q]), rmax2, inv_dr, bins);
+                    if (kb >= 0) hh[(size_t)pc_species(cl.sp[q].w, S) * bins + kb] += 1.0;
                 }
         }
         /* after the loop's barrier every thread's allocation is known: a
@@ -185,13 +189,8 @@ int metro_pc_histogram_cells(const metro_float4 *pos, const int *central, const 
         }
         free(own);
     }
-    if (bad) {
-        free(sp), free(isc), free(start), free(order), free(cell);
-        return -1;
-    }
-    free(sp), free(isc);
-    free(start), free(order), free(cell);
-    return 0;
+    metro_pc_cells_free(&cl);
+    return bad ? -1 : 0;
 }
 
 /* ---- blocks ------------------------------------------------------------- */

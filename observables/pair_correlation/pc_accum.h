@@ -60,9 +60,29 @@ int metro_pc_select(const metro_float4 *pos, int n, const struct metro_pc_system
 void metro_pc_histogram_cpu(const metro_float4 *pos, const int *central, const pc_launch *L,
                             double *hist, double *psi);
 
+/* A cell list of one configuration (the pair counts without the potential
+ * sums, O(n_central x neighbours) instead of O(n_central x n)): a grid of
+ * m[0] x m[1] x m[2] cells at least r_max wide, the positions in cell order
+ * (cell k holds sp[start[k] .. start[k+1])), and the central ions in that
+ * order: their places cq in sp and their cells ccell.  The host's counts
+ * (metro_pc_histogram_cells) and the GPU's (pair_correlation_cells) both
+ * read it, partners from pc_columns. */
+typedef struct metro_pc_cells {
+    int m[3], ncell, nc;
+    int *start;        /* [ncell + 1] */
+    metro_float4 *sp;  /* [n] */
+    int *cq, *ccell;   /* [nc] */
+} metro_pc_cells;
+
+/* Builds cl for the central ions central[0..L->n_central-1] (empty lists
+ * when there are none).  Returns 0, or -1 when out of memory or the grid
+ * would need 2^31 cells (cl then holds nothing). */
+int metro_pc_cells_build(const metro_float4 *pos, const int *central, const pc_launch *L, metro_pc_cells *cl);
+void metro_pc_cells_free(metro_pc_cells *cl);
+
 /* The pair counts of metro_pc_histogram_cpu (not the potential sums) from a
- * cell list, O(n_central x neighbours) instead of O(n_central x n): the
- * same counts bit for bit.  Returns 0, or -1 when out of memory. */
+ * cell list on every core: the same counts bit for bit.  Returns 0, or -1
+ * when out of memory (nothing added then). */
 int metro_pc_histogram_cells(const metro_float4 *pos, const int *central, const pc_launch *L, double *hist);
 
 /* ---- blocks of measurements ---------------------------------------------- */

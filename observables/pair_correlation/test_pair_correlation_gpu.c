@@ -5,8 +5,10 @@
  * on the GPU (pair_correlation.cu), one on the CPU (pc_accum.c): every pair
  * must land in the same bin, so g.csv and rho_q.csv agree to the last digit
  * printed; the potential sums (summed per ion in the same order, across
- * ions in a different one) agree to 1e-9.  Also with a bin count whose
- * shared-memory histogram does not fit (global atomics).
+ * ions in a different one) agree to 1e-9.  Without the potential sums both
+ * count from the cell list (the GPU's kernel pair_correlation_cells, the
+ * host's loop on every core): the same files again.  Also with a bin count
+ * whose shared-memory histogram does not fit (global atomics).
  */
 #include <check.h>
 #include <math.h>
@@ -38,7 +40,7 @@ static double value(const char *prefix, const char *name)
     return v;
 }
 
-static void same(int bins)
+static void same(int bins, int potential)
 {
     char ini[4096];
     snprintf(ini, sizeof ini,
@@ -48,10 +50,10 @@ static void same(int bins)
              "names = cation, anion\nconcentration = 0.0019008922\nbjerrum = 7.117\n"
              "[sampler]\nplugin = brush\n"
              "[observable gpu]\nplugin = pair_correlation\nevery = 4\nhistogram = gpu\n"
-             "prefix = gpu_\nbins = %d\nplots = false\n"
+             "prefix = gpu_\nbins = %d\nplots = false\npotential = %s\n"
              "[observable cpu]\nplugin = pair_correlation\nevery = 4\nhistogram = cpu\n"
-             "prefix = cpu_\nbins = %d\nplots = false\n",
-             bins, bins);
+             "prefix = cpu_\nbins = %d\nplots = false\npotential = %s\n",
+             bins, potential ? "true" : "false", bins, potential ? "true" : "false");
     metro_sim *sim = metro_test_sim(ini, "cuda", NULL, 0);
     metro_error err = {0};
     ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
@@ -66,6 +68,7 @@ static void same(int bins)
         free(x);
         free(y);
     }
+    if (!potential) return;
     double ug = value("gpu_", "u_ex"), uc = value("cpu_", "u_ex");
     ck_assert_msg(isfinite(ug) && ug < 0, "u_ex %g", ug);
     ck_assert_msg(fabs(ug - uc) <= 1e-9 * fabs(uc), "u_ex GPU %.12g CPU %.12g", ug, uc);
@@ -73,13 +76,20 @@ static void same(int bins)
 
 START_TEST(gpu_equals_cpu_shared)
 {
-    same(250); /* 4 x 250 counters: the block histogram in shared memory */
+    same(250, 1); /* 4 x 250 counters: the block histogram in shared memory */
+}
+END_TEST
+
+START_TEST(gpu_cells_equal_cpu_cells)
+{
+    same(250, 0);
+    same(4000, 0);
 }
 END_TEST
 
 START_TEST(gpu_equals_cpu_global)
 {
-    same(4000); /* 64 KB of counters: global atomics */
+    same(4000, 1); /* 64 KB of counters: global atomics */
 }
 END_TEST
 
@@ -91,6 +101,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, gpu_equals_cpu_shared);
     tcase_add_test(tc, gpu_equals_cpu_global);
+    tcase_add_test(tc, gpu_cells_equal_cpu_cells);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }
