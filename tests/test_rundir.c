@@ -378,6 +378,31 @@ START_TEST(dry_run_creates_nothing)
 }
 END_TEST
 
+/* The hierarchical sampler's tree is counted before a run starts (its
+ * memory()): at 2^23 ions on the CPU the core's state and coulomb_hs's
+ * placement grid come to 0.53 GiB, the tree, its packed leaves, a cycle's
+ * uniforms and the energy's terms to 0.75 GiB more. */
+START_TEST(dry_run_counts_the_tree)
+{
+    fresh_dir();
+    metro_test_write(dir, "h.ini",
+                     "[run]\nsweeps = 10\n[system]\nparticles = 8388608\n[potential]\nplugin = coulomb_hs\n"
+                     "valences = 3, -1\ndiameters = 7.5\nconcentration = 0.0019008922\nbjerrum = 7.117\n"
+                     "[sampler]\nplugin = hierarchical\n");
+    char args[512], *out = NULL, *e = NULL;
+    snprintf(args, sizeof args, "run %s/h.ini --dry-run --device cpu --output %s/h", dir, dir);
+    ck_assert_msg(metro_test_cli(args, &out, &e) == 0, "%s", e);
+    const char *m = strstr(out, "; host memory:");
+    double gib = 0;
+    ck_assert_msg(m && sscanf(m, "; host memory: %lf", &gib) == 1, "%s", out);
+    ck_assert_msg(gib > 1.2 && gib < 1.4, "host memory %g GiB, want about 1.28 (without the tree 0.53)", gib);
+    free(out);
+    free(e);
+    ck_assert_msg(!exists("h"), "a dry run created its directory");
+    cleanup();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rundir");
@@ -394,6 +419,7 @@ int main(void)
     tcase_add_test(tc, refusals_name_the_line);
     tcase_add_test(tc, checkpoints_by_wall_time);
     tcase_add_test(tc, dry_run_creates_nothing);
+    tcase_add_test(tc, dry_run_counts_the_tree);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

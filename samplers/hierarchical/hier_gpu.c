@@ -32,10 +32,13 @@ struct hier_gpu {
     int nleaves;
     long long ncells;
     int sms; /* the chain's launch: one block per SM (the deciding one and the exact pass's helpers) */
+    int team; /* warps walking a point of the refined look together (hg_enclose) */
     hg_status *h_status; /* pinned */
     float4 *d_rnd;
     void *allocs[64];
     int nallocs;
+    int counting;  /* dalloc only adds the bytes up (hier_gpu_bytes) */
+    size_t counted;
     /* METRO_HIER_PROFILE=1: CUDA events around a batch's phases (walks,
      * mates' terms, refined looks, the decision chain with its exact
      * passes and stops, tree update), summed per run */
@@ -54,6 +57,10 @@ static void *dalloc(hier_gpu *g, size_t bytes, int *bad)
     void *p = NULL;
     if (*bad) return NULL;
     if (bytes == 0) bytes = 16;
+    if (g->counting) {
+        g->counted += (bytes + 511) / 512 * 512; /* cudaMalloc's granularity */
+        return NULL;
+    }
     if (g->host->cuda(g->ctx, cudaMalloc(&p, bytes), "cudaMalloc of %zu bytes for the hierarchical tree", bytes)) {
         *bad = 1;
         return NULL;
@@ -136,6 +143,141 @@ static int repack(hier_gpu *g, int mode)
            run1(g, K_FILL, g->a.n, 256) || run2(g, K_SORT, g->nleaves, 128, g->nleaves);
 }
 
+/* The fixed point's units: two rows (scale, inverse) of fstride per level
+ * (tables) */
+static size_t units_of(const hg_args *a)
+{
+    return (size_t)(a->L > 1 ? a->L : 1) * 2 * (size_t)a->fstride;
+}
+
+/* The packed leaves' places: hg_leaf_scan (hierarchical.cu) gives a leaf of
+ * k particles k + k/2 + 8, at most this in all, with some to spare */
+static size_t packed_of(int n, int nleaves)
+{
+    return (size_t)n + (size_t)n / 2 + 8 * (size_t)nleaves + 64;
+}
+
+/* The layout and every size that follows from g->cfg and n alone
+ * (hier_gpu_create and hier_gpu_bytes alike). */
+static void geometry(hier_gpu *g, int n)
+{
+    hg_args *a = &g->a;
+    const hier_gpu_cfg *cfg = &g->cfg;
+    a->prm = cfg->prm;
+    a->n = n;
+    a->L = cfg->L;
+    a->pm = cfg->order_hi + HIER_EXTRA;
+    a->ncoef = (a->pm + 1) * (a->pm + 1);
+    a->doff = 1 + (a->pm + 2);
+    a->phik = a->pm < HIER_PHI_DEG ? a->pm : HIER_PHI_DEG;
+    a->moff = a->doff + 3 + HIER_PHI_DEG;
+    a->boff = a->moff + a->ncoef;
+    a->goff = a->boff + (a->pm + 1);
+    a->stride = a->goff + (a->pm + 1);
+    a->fstride = 5 + a->pm + a->ncoef;
+    a->p_lo = cfg->order;
+    a->direct_max = cfg->direct_max;
+    a->step = cfg->step;
+    a->Rt = cfg->Rt;
+    a->theta = cfg->theta;
+    /* METRO_HIER_CLOSE_SIGMAS=x (benchmarks): trials within x of the mates'
+     * plausible shift of their threshold get the refined look */
+    const char *cs = getenv("METRO_HIER_CLOSE_SIGMAS");
+    a->close_sig = cs && *cs && atof(cs) >= 0 ? atof(cs) : 3.0;
+    a->dcut = cfg->dcut;
+    a->bound_scale = cfg->bound_scale;
+    a->ksum = ((double)n + 4.0) * 0x1p-53 * 1.01;
+    long long cells = 0;
+    for (int l = 0; l <= a->L; ++l) {
+        a->m[l] = 1 << l;
+        a->h[l] = 2.0 * a->Rt / (double)a->m[l];
+        a->rho[l] = 0.5 * sqrt(3.0) * a->h[l] * (1.0 + 1e-9);
+        a->cell0[l] = l == 0 ? 0 : cells;
+        if (l >= 1 && l < a->L) cells += (long long)a->m[l] * a->m[l] * a->m[l];
+    }
+    if (a->L >= 1) a->cell0[a->L] = cells;
+    g->ncells = cells;
+    g->nleaves = 1 << (3 * a->L);
+    /* the chain's exact pass: chunks of a multiple of 128 particles (a
+     * warp's four loads a lane), at least 256, at most HG_XCHUNKS of them,
+     * in at most HG_XCTR groups */
+    a->xsize = (n + HG_XCHUNKS - 1) / HG_XCHUNKS;
+    a->xsize = a->xsize < 256 ? 256 : (a->xsize + 127) / 128 * 128;
+    a->xnch = (n + a->xsize - 1) / a->xsize;
+    a->xper = (a->xnch + HG_XCTR - 1) / HG_XCTR;
+    a->xng = (a->xnch + a->xper - 1) / a->xper;
+}
+
+/* Every device array; with g->counting only their bytes are added up. */
+static void allocate(hier_gpu *g, int *bad)
+{
+    hg_args *a = &g->a;
+    const int n = a->n, S = g->cfg.batch;
+    const size_t cells = (size_t)(g->ncells ? g->ncells : 1);
+    a->tab = dalloc(g, HG_T_SIZE * sizeof(double), bad);
+    a->unit = dalloc(g, units_of(a) * sizeof(double), bad);
+    a->fx = dalloc(g, cells * (size_t)a->fstride * sizeof(long long), bad);
+    a->blk = dalloc(g, cells * (size_t)a->stride * sizeof(double), bad);
+    a->cnt = dalloc(g, cells * sizeof(int), bad);
+    a->start = dalloc(g, (size_t)g->nleaves * sizeof(int), bad);
+    a->count = dalloc(g, (size_t)g->nleaves * sizeof(int), bad);
+    a->cap = dalloc(g, (size_t)g->nleaves * sizeof(int), bad);
+    a->fill = dalloc(g, (size_t)g->nleaves * sizeof(int), bad);
+    const size_t packed = packed_of(n, g->nleaves);
+    a->pk = dalloc(g, packed * sizeof(float4), bad);
+    a->pr = dalloc(g, packed * sizeof(float), bad);
+    a->pid = dalloc(g, packed * sizeof(int), bad);
+    a->slot = dalloc(g, (size_t)n * sizeof(int), bad);
+    a->leafof = dalloc(g, (size_t)n * sizeof(int), bad);
+    a->ovf = dalloc(g, ((size_t)n + 1) * sizeof(int), bad);
+    a->novf = dalloc(g, sizeof(int), bad);
+    a->ovslot = dalloc(g, (size_t)n * sizeof(int), bad);
+    a->told = dalloc(g, (size_t)S * sizeof(float4), bad);
+    a->ttri = dalloc(g, (size_t)S * sizeof(float4), bad);
+    a->pts = dalloc(g, 2 * (size_t)S * sizeof(hg_point), bad);
+    a->front = dalloc(g, 2 * (size_t)S * 2 * HG_FRONT * sizeof(unsigned), bad);
+    a->nearl = dalloc(g, 2 * (size_t)S * HG_NEAR * sizeof(unsigned), bad);
+    a->corr = dalloc(g, (size_t)S * (size_t)S * sizeof(double), bad);
+    a->flg = dalloc(g, (size_t)S * (size_t)S, bad);
+    a->tabs = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(double), bad);
+    a->tsq = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(double), bad);
+    a->tnA = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(int), bad);
+    a->tr = dalloc(g, (size_t)S * sizeof(hg_trial), bad);
+    a->vstate = dalloc(g, (size_t)S * sizeof(double), bad);
+    a->nstate = dalloc(g, 2 * (size_t)S * sizeof(int), bad);
+    a->dE = dalloc(g, (size_t)S * sizeof(double), bad);
+    a->close = dalloc(g, (size_t)S * sizeof(int), bad);
+    a->clist = dalloc(g, (size_t)S * sizeof(int), bad);
+    a->nclist = dalloc(g, sizeof(int), bad);
+    a->acc = dalloc(g, (size_t)S, bad);
+    a->xpart = dalloc(g, 2 * HG_EXACT_BLOCKS * sizeof(double), bad);
+    a->xbad = dalloc(g, HG_EXACT_BLOCKS * sizeof(int), bad);
+    a->xjob = dalloc(g, HG_XCTR * sizeof(unsigned long long), bad);
+    a->xch = dalloc(g, 3 * (size_t)a->xnch * sizeof(double), bad);
+    a->xgrp = dalloc(g, 3 * HG_XCTR * sizeof(double), bad);
+    a->xgdone = dalloc(g, HG_XCTR * sizeof(unsigned), bad);
+    a->xdone = dalloc(g, sizeof(unsigned), bad);
+    a->xticket = dalloc(g, sizeof(unsigned long long), bad);
+    a->status = dalloc(g, sizeof(hg_status), bad);
+    a->cycle_acc = dalloc(g, sizeof(long long), bad);
+    a->tot = dalloc(g, 3 * sizeof(double), bad);
+    g->d_rnd = dalloc(g, (size_t)n * sizeof(float4), bad);
+}
+
+size_t hier_gpu_bytes(const hier_gpu_cfg *cfg, int n)
+{
+    hier_gpu *g = calloc(1, sizeof *g);
+    if (!g) return 0;
+    g->cfg = *cfg;
+    g->counting = 1;
+    geometry(g, n);
+    int bad = 0;
+    allocate(g, &bad);
+    const size_t bytes = g->counted;
+    free(g);
+    return bytes;
+}
+
 int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_cfg *cfg, metro_state *st,
                     hier_gpu **out)
 {
@@ -157,38 +299,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
         }
     hg_args *a = &g->a;
     const int n = st->particles;
-    a->prm = cfg->prm;
-    a->n = n;
-    a->L = cfg->L;
-    a->pm = cfg->order_hi + HIER_EXTRA;
-    a->ncoef = (a->pm + 1) * (a->pm + 1);
-    a->doff = 1 + (a->pm + 2);
-    a->phik = a->pm < HIER_PHI_DEG ? a->pm : HIER_PHI_DEG;
-    a->moff = a->doff + 3 + HIER_PHI_DEG;
-    a->boff = a->moff + a->ncoef;
-    a->goff = a->boff + (a->pm + 1);
-    a->stride = a->goff + (a->pm + 1);
-    a->fstride = 5 + a->pm + a->ncoef;
-    a->p_lo = cfg->order;
-    a->direct_max = cfg->direct_max;
-    a->step = cfg->step;
-    a->Rt = cfg->Rt;
-    a->theta = cfg->theta;
-    a->dcut = cfg->dcut;
-    a->bound_scale = cfg->bound_scale;
-    a->ksum = ((double)n + 4.0) * 0x1p-53 * 1.01;
-    long long cells = 0;
-    for (int l = 0; l <= a->L; ++l) {
-        a->m[l] = 1 << l;
-        a->h[l] = 2.0 * a->Rt / (double)a->m[l];
-        a->rho[l] = 0.5 * sqrt(3.0) * a->h[l] * (1.0 + 1e-9);
-        a->cell0[l] = l == 0 ? 0 : cells;
-        if (l >= 1 && l < a->L) cells += (long long)a->m[l] * a->m[l] * a->m[l];
-    }
-    if (a->L >= 1) a->cell0[a->L] = cells;
-    g->ncells = cells;
-    g->nleaves = 1 << (3 * a->L);
-    const int S = cfg->batch;
+    geometry(g, n);
     /* the fixed point holds Σ|z| 2^HG_FIX_BITS in 62 bits */
     double zsum = 0.0;
     for (int i = 0; i < n; ++i) zsum += fabs((double)cfg->prm.sp[coulomb_hs_species(st->pos[i].w)].x);
@@ -200,9 +311,8 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
                           ldexp(1.0, 62 - HG_FIX_BITS), zsum);
     }
     int bad = 0;
-    const size_t packed = (size_t)n + (size_t)n / 2 + 8 * (size_t)g->nleaves + 64;
     double *tab = malloc(HG_T_SIZE * sizeof(double));
-    const size_t units = (size_t)(a->L > 1 ? a->L : 1) * 2 * (size_t)a->fstride;
+    const size_t units = units_of(a);
     double *unit = malloc(units * sizeof(double));
     if (!tab || !unit) {
         free(tab);
@@ -211,61 +321,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
         return host->fail(ctx, "out of memory");
     }
     tables(g, tab, unit);
-    a->tab = dalloc(g, HG_T_SIZE * sizeof(double), &bad);
-    a->unit = dalloc(g, units * sizeof(double), &bad);
-    a->fx = dalloc(g, (size_t)(cells ? cells : 1) * (size_t)a->fstride * sizeof(long long), &bad);
-    a->blk = dalloc(g, (size_t)(cells ? cells : 1) * (size_t)a->stride * sizeof(double), &bad);
-    a->cnt = dalloc(g, (size_t)(cells ? cells : 1) * sizeof(int), &bad);
-    a->start = dalloc(g, (size_t)g->nleaves * sizeof(int), &bad);
-    a->count = dalloc(g, (size_t)g->nleaves * sizeof(int), &bad);
-    a->cap = dalloc(g, (size_t)g->nleaves * sizeof(int), &bad);
-    a->fill = dalloc(g, (size_t)g->nleaves * sizeof(int), &bad);
-    a->pk = dalloc(g, packed * sizeof(float4), &bad);
-    a->pr = dalloc(g, packed * sizeof(float), &bad);
-    a->pid = dalloc(g, packed * sizeof(int), &bad);
-    a->slot = dalloc(g, (size_t)n * sizeof(int), &bad);
-    a->leafof = dalloc(g, (size_t)n * sizeof(int), &bad);
-    a->ovf = dalloc(g, ((size_t)n + 1) * sizeof(int), &bad);
-    a->novf = dalloc(g, sizeof(int), &bad);
-    a->ovslot = dalloc(g, (size_t)n * sizeof(int), &bad);
-    a->told = dalloc(g, (size_t)S * sizeof(float4), &bad);
-    a->ttri = dalloc(g, (size_t)S * sizeof(float4), &bad);
-    a->pts = dalloc(g, 2 * (size_t)S * sizeof(hg_point), &bad);
-    a->front = dalloc(g, 2 * (size_t)S * 2 * HG_FRONT * sizeof(unsigned), &bad);
-    a->nearl = dalloc(g, 2 * (size_t)S * HG_NEAR * sizeof(unsigned), &bad);
-    a->corr = dalloc(g, (size_t)S * (size_t)S * sizeof(double), &bad);
-    a->flg = dalloc(g, (size_t)S * (size_t)S, &bad);
-    a->tabs = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(double), &bad);
-    a->tsq = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(double), &bad);
-    a->tnA = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(int), &bad);
-    a->tr = dalloc(g, (size_t)S * sizeof(hg_trial), &bad);
-    a->vstate = dalloc(g, (size_t)S * sizeof(double), &bad);
-    a->nstate = dalloc(g, 2 * (size_t)S * sizeof(int), &bad);
-    a->dE = dalloc(g, (size_t)S * sizeof(double), &bad);
-    a->close = dalloc(g, (size_t)S * sizeof(int), &bad);
-    a->clist = dalloc(g, (size_t)S * sizeof(int), &bad);
-    a->nclist = dalloc(g, sizeof(int), &bad);
-    a->acc = dalloc(g, (size_t)S, &bad);
-    a->xpart = dalloc(g, 2 * HG_EXACT_BLOCKS * sizeof(double), &bad);
-    a->xbad = dalloc(g, HG_EXACT_BLOCKS * sizeof(int), &bad);
-    /* the chain's exact pass: chunks of a multiple of 128 particles (a
-     * warp's four loads a lane), at least 256, at most HG_XCHUNKS of them,
-     * in at most HG_XCTR groups */
-    a->xsize = (n + HG_XCHUNKS - 1) / HG_XCHUNKS;
-    a->xsize = a->xsize < 256 ? 256 : (a->xsize + 127) / 128 * 128;
-    a->xnch = (n + a->xsize - 1) / a->xsize;
-    a->xper = (a->xnch + HG_XCTR - 1) / HG_XCTR;
-    a->xng = (a->xnch + a->xper - 1) / a->xper;
-    a->xjob = dalloc(g, HG_XCTR * sizeof(unsigned long long), &bad);
-    a->xch = dalloc(g, 3 * (size_t)a->xnch * sizeof(double), &bad);
-    a->xgrp = dalloc(g, 3 * HG_XCTR * sizeof(double), &bad);
-    a->xgdone = dalloc(g, HG_XCTR * sizeof(unsigned), &bad);
-    a->xdone = dalloc(g, sizeof(unsigned), &bad);
-    a->xticket = dalloc(g, sizeof(unsigned long long), &bad);
-    a->status = dalloc(g, sizeof(hg_status), &bad);
-    a->cycle_acc = dalloc(g, sizeof(long long), &bad);
-    a->tot = dalloc(g, 3 * sizeof(double), &bad);
-    g->d_rnd = dalloc(g, (size_t)n * sizeof(float4), &bad);
+    allocate(g, &bad);
     if (!bad && cu(g, cudaMallocHost((void **)&g->h_status, sizeof(hg_status)), "cudaMallocHost of the status")) bad = 1;
     int dev = 0;
     if (!bad && (cu(g, cudaGetDevice(&dev), "cudaGetDevice") ||
@@ -276,6 +332,11 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     const char *cb = getenv("METRO_HIER_CHAIN_BLOCKS");
     if (cb && *cb) g->sms = atoi(cb);
     if (g->sms < 1) g->sms = 1;
+    /* METRO_HIER_REFINE_WARPS=W: W warps walk each point of the refined
+     * look (1: one, as every other walk) */
+    const char *rw = getenv("METRO_HIER_REFINE_WARPS");
+    g->team = rw && *rw ? atoi(rw) : HG_TEAM;
+    if (g->team < 1 || g->team > HG_TEAM_MAX) g->team = HG_TEAM;
     /* no job yet: the counters hold an epoch no launch has before they
      * write it (all ones), the tickets start at 0 */
     if (bad || cu(g, cudaMemsetAsync(a->xjob, 0xff, HG_XCTR * sizeof(unsigned long long), g->s), "clearing the jobs") ||
@@ -315,7 +376,7 @@ int hier_gpu_rebuild(hier_gpu *g)
     return cu(g, cudaMemsetAsync(a->fx, 0, (size_t)(cells ? cells : 1) * (size_t)a->fstride * sizeof(long long), g->s), "clearing moments") ||
            cu(g, cudaMemsetAsync(a->cnt, 0, (size_t)(cells ? cells : 1) * sizeof(int), g->s), "clearing counts") ||
            cu(g, cudaMemsetAsync(a->novf, 0, sizeof(int), g->s), "clearing the overflow list") || repack(g, 0) ||
-           run2(g, K_MOM, (long long)a->n * (a->L > 1 ? a->L - 1 : 0) * 16, 128, 0) || run2(g, K_NORMS, cells, 128, 0) ||
+           run2(g, K_MOM, (long long)a->n * (a->L > 1 ? a->L - 1 : 0) * 16, 128, 0) || run2(g, K_NORMS, cells * 32, 128, 0) ||
            cu(g, cudaStreamSynchronize(g->s), "building the tree");
 }
 
@@ -436,7 +497,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
              * CPU's first refinement); the chain's exact passes are for
              * what that leaves open */
             (g->cfg.refine > 0 && (run1(g, K_CLIST, pow2, pow2) ||
-                                   run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_REFINE) ||
+                                   run2(g, K_ENCLOSE, 2LL * S * 32 * g->team, 32 * g->team, HG_WALK_REFINE) ||
                                    run1(g, K_PREP, S, 256))) ||
             mark(g, 3))
             return -1;
@@ -454,7 +515,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
         for (int p = 0; g->profile && p < HG_PHASES - 1; ++p) profile_phase(g, p);
         const int lv = a->L > 1 ? a->L - 1 : 0;
         if (run1(g, K_MOVE, pow2, pow2) || run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) ||
-            run2(g, K_NORMS, (long long)S * lv * 2, 128, 1))
+            run2(g, K_NORMS, (long long)S * lv * 2 * 32, 128, 1))
             return -1;
         /* the holes and the overflow list gone, the leaves in index order
          * again (HG_REPACKS) */

@@ -38,6 +38,11 @@
 #define HG_NEAR 4096
 /* Far cells and leaves are found by a warp; blocks of HG_WARPS warps */
 #define HG_WARPS 4
+/* warps walking one point together in the refined look (hg_enclose's
+ * team): HG_TEAM by default, METRO_HIER_REFINE_WARPS=W (1 ... HG_TEAM_MAX)
+ * for comparisons */
+#define HG_TEAM 8
+#define HG_TEAM_MAX 8
 /* Fixed point of the moments: a value v is kept as round(v * 2^38 / u),
  * u its unit (|z| rho^n per degree, normalised: hier_gpu.c), so a cell's
  * sums stay below 2^62 while Σ|z| < 2^24.  Each particle's rounding is at
@@ -120,6 +125,7 @@ typedef struct hg_args {
     int b0, S;                      /* the batch */
     float step;
     double Rt, theta, dcut, bound_scale, ksum;
+    double close_sig;               /* hg_prep's margin for a refined look, in the mates' sigmas */
     int m[HIER_MAX_LEVEL + 1];
     double h[HIER_MAX_LEVEL + 1], rho[HIER_MAX_LEVEL + 1];
     long long cell0[HIER_MAX_LEVEL + 1]; /* first cell of level l in the cell arrays */

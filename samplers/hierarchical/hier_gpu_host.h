@@ -32,6 +32,9 @@ typedef struct hier_gpu hier_gpu;
 int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_cfg *cfg, metro_state *st,
                     hier_gpu **out);
 void hier_gpu_free(hier_gpu *g);
+/* The device bytes hier_gpu_create allocates for n particles and cfg (only
+ * its sizes are read: L, order_hi, batch): the sampler's memory() */
+size_t hier_gpu_bytes(const hier_gpu_cfg *cfg, int n);
 /* The tree afresh from st->d_pos (before the first cycle, after a restore) */
 int hier_gpu_rebuild(hier_gpu *g);
 /* The total energy of the positions the tree holds (built or updated),

@@ -47,39 +47,48 @@ METRO_HD void hier_factors(int pm, double *ic1, double *ic2, double *rc1, double
  * and capped by what bounds it exactly (G_n <= Σ|z| s^n = B_(n-1) <= A
  * rho^n); quant = 0.  The GPU's fixed point adds its rounding: quant =
  * count HG_FIX_SLACK (hier_gpu.h). */
+/* G_n (H: the moments, degree by degree) */
+METRO_HD double hier_norm_g(const double *H, const double *gw, int n)
+{
+    double g2 = gw[n * HIER_TD] * H[n * n] * H[n * n];
+    for (int m = 1; m <= n; ++m) {
+        const double re = H[n * n + 2 * m - 1], im = H[n * n + 2 * m];
+        g2 += gw[n * HIER_TD + m] * (re * re + im * im);
+    }
+    return sqrt(g2);
+}
+
+/* K_n for 1 <= n <= pm + 1 (and P's entry of degree n) from A, B_(n-1),
+ * G_n (n <= pm) and rn = rho^n */
+METRO_HD void hier_norm_k(double *M, int pm, int doff, int boff, int goff, double rn, double quant, int n)
+{
+    const double A = M[0] > 0 ? M[0] : 0.0;
+    const double ar = A * rn, e = quant * rn;
+    const double geo = ar + e;
+    double b = M[boff + n - 1] * (1.0 + 1e-6) + 1e-9 * ar + e;
+    if (b > geo) b = geo;
+    if (b < 0) b = 0;
+    if (n <= pm) {
+        const double g = M[goff + n] * (1.0 + 1e-6) + 1e-9 * ar + e;
+        M[1 + n] = g < b ? g : b;
+    } else {
+        M[1 + n] = b;
+    }
+    /* B'_(n-1) = Σ|z| s^n, n = 2 ... PHI_DEG + 1, for hier_phi */
+    if (n >= 2 && n <= HIER_PHI_DEG + 1) M[doff + 3 + (n - 2)] = b;
+}
+
+/* All of them in order (the CPU; on the GPU a warp's lanes take a degree
+ * each, hg_finalize) */
 METRO_HD void hier_norms(double *M, int pm, int doff, int moff, int boff, int goff, const double *gw, double rho,
                          double quant)
 {
-    const double A = M[0] > 0 ? M[0] : 0.0;
-    const double *B = M + boff;
-    double *G = M + goff, *K = M + 1;
-    const double *H = M + moff;
-    double g2[HIER_MAX_DEG + 1];
-    for (int n = 0; n <= pm; ++n) g2[n] = gw[n * HIER_TD] * H[n * n] * H[n * n];
-    for (int m = 1; m <= pm; ++m) {
-        for (int n = m; n <= pm; ++n) {
-            const double re = H[n * n + 2 * m - 1], im = H[n * n + 2 * m];
-            g2[n] += gw[n * HIER_TD + m] * (re * re + im * im);
-        }
-    }
-    for (int n = 0; n <= pm; ++n) G[n] = sqrt(g2[n]);
+    for (int n = 0; n <= pm; ++n) M[goff + n] = hier_norm_g(M + moff, gw, n);
+    M[1] = M[0] > 0 ? M[0] : 0.0; /* K_0 = A */
     double rn = 1.0; /* rho^n */
-    K[0] = A;
     for (int n = 1; n <= pm + 1; ++n) {
         rn *= rho;
-        const double ar = A * rn, e = quant * rn;
-        const double geo = ar + e;
-        double b = B[n - 1] * (1.0 + 1e-6) + 1e-9 * ar + e;
-        if (b > geo) b = geo;
-        if (b < 0) b = 0;
-        if (n <= pm) {
-            const double g = G[n] * (1.0 + 1e-6) + 1e-9 * ar + e;
-            K[n] = g < b ? g : b;
-        } else {
-            K[n] = b;
-        }
-        /* B'_(n-1) = Σ|z| s^n, n = 2 ... PHI_DEG + 1, for hier_phi */
-        if (n >= 2 && n <= HIER_PHI_DEG + 1) M[doff + 3 + (n - 2)] = b;
+        hier_norm_k(M, pm, doff, boff, goff, rn, quant, n);
     }
 }
 

@@ -32,23 +32,19 @@ static size_t cells_of(const hier_tree *t, int l)
  * (hier_tree.h). */
 static void build_tables(hier_tree *t)
 {
-    t->ncoef = (t->pm + 1) * (t->pm + 1);
     hier_factors(t->pm, t->ic1, &t->ic2[0][0], &t->rc1[0][0], &t->rc2[0][0], &t->gw[0][0]);
 }
 
-int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_hs_params *prm, int p, int p_lo,
-                   int L, double Rt)
+/* Order p, leaf level L, cube half side Rt: the cells' block layout and the
+ * grid, what the allocations are sized by (hier_tree_init and
+ * hier_tree_bytes alike). */
+static void layout(hier_tree *t, int p, int L, double Rt)
 {
-    memset(t, 0, sizeof *t);
-    t->n = n;
     t->p = p;
     t->pm = p + HIER_EXTRA;
+    t->ncoef = (t->pm + 1) * (t->pm + 1);
     t->L = L;
     t->Rt = Rt;
-    t->pos = pos;
-    t->prm = prm;
-    t->p_lo = p_lo < 0 ? 0 : p_lo > p ? p : p_lo;
-    build_tables(t);
     /* what a far cell's evaluation reads first and together (A, K, D, P,
      * then the moments degree by degree, so that order q reads a
      * contiguous (q+1)^2 prefix), the update-only B and G last: at 2^20 the
@@ -61,7 +57,6 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
     t->boff = t->moff + t->ncoef;
     t->goff = t->boff + (t->pm + 1);
     t->stride = t->goff + (t->pm + 1);
-    t->tol[0] = t->tol[1] = 0.0;
     for (int l = 0; l <= L; ++l) {
         t->m[l] = 1 << l;
         t->h[l] = 2.0 * Rt / (double)t->m[l];
@@ -69,6 +64,33 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
          * cell's face still lies within rho of its centre */
         t->rho[l] = 0.5 * sqrt(3.0) * t->h[l] * (1.0 + 1e-9);
     }
+}
+
+/* A leaf of `count` particles gets room for half as many again (moves in). */
+static size_t leaf_room(size_t count)
+{
+    return count + count / 2 + 2;
+}
+
+/* The packed places of every leaf's room, at most (counts summing to n):
+ * allocated once at this size, so no rebuild reallocates. */
+static size_t packed_max(const hier_tree *t)
+{
+    const size_t nl = cells_of(t, t->L);
+    return leaf_room((size_t)t->n) + (nl - 1) * leaf_room(0);
+}
+
+int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_hs_params *prm, int p, int p_lo,
+                   int L, double Rt)
+{
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->pos = pos;
+    t->prm = prm;
+    layout(t, p, L, Rt);
+    t->p_lo = p_lo < 0 ? 0 : p_lo > p ? p : p_lo;
+    build_tables(t);
+    t->tol[0] = t->tol[1] = 0.0;
     for (int l = 1; l < L; ++l) {
         t->mom[l] = malloc(cells_of(t, l) * (size_t)t->stride * sizeof(double));
         t->cnt[l] = malloc(cells_of(t, l) * sizeof(int));
@@ -87,6 +109,21 @@ int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_h
     if (!t->head || !t->next || !t->prev || !t->leaf) return -1;
     hier_tree_rebuild(t);
     return 0;
+}
+
+size_t hier_tree_bytes(int n, int p, int L)
+{
+    hier_tree t;
+    memset(&t, 0, sizeof t);
+    t.n = n;
+    layout(&t, p, L, 1.0);
+    size_t bytes = 0;
+    for (int l = 1; l < L; ++l) bytes += cells_of(&t, l) * ((size_t)t.stride * sizeof(double) + sizeof(int));
+    const size_t nl = cells_of(&t, L), np = (size_t)(n > 0 ? n : 1);
+    bytes += 4 * nl * sizeof(int);                              /* start, count, cap, head */
+    bytes += 4 * np * sizeof(int);                              /* slot, next, prev, leaf */
+    bytes += packed_max(&t) * (5 * sizeof(float) + sizeof(int)); /* px ... pr, pid */
+    return bytes;
 }
 
 void hier_tree_free(hier_tree *t)
@@ -328,14 +365,17 @@ void hier_tree_rebuild(hier_tree *t)
     size_t total = 0;
     for (size_t c = 0; c < nl; ++c) {
         t->start[c] = (int)total;
-        t->cap[c] = t->count[c] + t->count[c] / 2 + 2;
+        t->cap[c] = (int)leaf_room((size_t)t->count[c]);
         total += (size_t)t->cap[c];
         t->count[c] = 0;
     }
     if (total > t->packed) {
+        /* the most any packing needs, at once: no rebuild after the first
+         * reallocates (hier_tree_bytes counts this) */
+        const size_t want = packed_max(t) > total ? packed_max(t) : total;
         float *q[5];
-        for (int a = 0; a < 5; ++a) q[a] = malloc(total * sizeof(float));
-        int *id = malloc(total * sizeof(int));
+        for (int a = 0; a < 5; ++a) q[a] = malloc(want * sizeof(float));
+        int *id = malloc(want * sizeof(int));
         if (!q[0] || !q[1] || !q[2] || !q[3] || !q[4] || !id) {
             /* no room to pack: every particle goes to the overflow lists */
             for (int a = 0; a < 5; ++a) free(q[a]);
@@ -344,7 +384,7 @@ void hier_tree_rebuild(hier_tree *t)
         } else {
             free(t->px), free(t->py), free(t->pz), free(t->pq), free(t->pr), free(t->pid);
             t->px = q[0], t->py = q[1], t->pz = q[2], t->pq = q[3], t->pr = q[4], t->pid = id;
-            t->packed = total;
+            t->packed = want;
         }
     }
     for (int i = 0; i < t->n; ++i) link_leaf(t, i);

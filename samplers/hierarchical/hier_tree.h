@@ -112,6 +112,9 @@ typedef struct hier_result {
 int hier_tree_init(hier_tree *t, const metro_float4 *pos, int n, const coulomb_hs_params *prm, int p, int p_lo,
                    int L, double Rt);
 void hier_tree_free(hier_tree *t);
+/* The bytes hier_tree_init allocates for n particles, order p and leaf level
+ * L, with what its rebuilds add (the packed leaves): the sampler's memory(). */
+size_t hier_tree_bytes(int n, int p, int L);
 
 /* Recompute every list and moment from the positions (drops the rounding
  * that incremental updates accumulate). */

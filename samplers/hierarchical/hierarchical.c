@@ -640,6 +640,29 @@ static int cost(void *self, const metro_setup *setup, double *seconds)
     return 0;
 }
 
+/* The tree (hier_tree_bytes: moments, leaf lists, packed leaves) on the
+ * CPU, or its device copy and the batch's scratch on CUDA (hier_gpu_bytes),
+ * at the depth start() picks; on the host also a cycle's uniforms drawn
+ * ahead (on CUDA only after restoring a CPU checkpoint) and, on the CPU,
+ * tree_total's per-particle terms. */
+static int memory(void *self, const metro_setup *setup, size_t *host, size_t *device)
+{
+    hier *b = self;
+    const int n = setup->particles;
+    const int L = leaf_level(n, b->leaf);
+    const size_t np = (size_t)(n > 0 ? n : 1);
+    *host = np * BRUSH_UNIFORMS_PER_PARTICLE * sizeof(float);
+    *device = 0;
+    if (setup->backend == METRO_BACKEND_CUDA) {
+        const hier_gpu_cfg cfg = {.L = L, .order = b->order, .order_hi = b->order_hi, .batch = b->batch,
+                                  .Rt = b->cell_radius};
+        *device = hier_gpu_bytes(&cfg, n);
+        return *device ? 0 : -1;
+    }
+    *host += hier_tree_bytes(n, b->order_hi, L) + 2 * np * sizeof(double);
+    return 0;
+}
+
 static const metro_sampler_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -652,6 +675,7 @@ static const metro_sampler_api api = {
     .restore = restore,
     .total = total,
     .cost = cost,
+    .memory = memory,
 };
 
 METRO_PLUGIN(sampler, "hierarchical", "0.1.0",

@@ -179,32 +179,43 @@ extern "C" __global__ void hg_mom(hg_args a, int mode)
 #undef HG_ADD
 }
 
-/* A cell's evaluated block from its fixed-point sums: hier_tree.c's
+/* A warp: a cell's evaluated block from its fixed-point sums, hier_tree.c's
  * cell_norms, with each quantity allowed, besides the CPU's margins, the
- * fixed point's rounding: count HG_FIX_SLACK rho^n (hier_gpu.h). */
+ * fixed point's rounding: count HG_FIX_SLACK rho^n (hier_gpu.h).  The
+ * lanes convert the integers side by side, then take a degree each (the
+ * same operations per degree as hier_norms): a thread per cell walked
+ * ~250 integers and the norms' double loop alone, at 5% occupancy. */
 static __device__ void hg_finalize(const hg_args *a, long long cell, int l)
 {
+    const int lane = threadIdx.x & 31;
     const int fs = a->fstride, pm = a->pm;
     const double *inv = a->unit + (size_t)l * 2 * fs + fs;
     const long long *F = a->fx + cell * fs;
     double *M = a->blk + cell * a->stride;
     const int cn = a->cnt[cell];
     const double quant = (double)(cn > 0 ? cn : 0) * HG_FIX_SLACK;
-    const double A = (double)F[0] * inv[0];
-    M[0] = A;
-    double *D = M + a->doff;
-    for (int i = 0; i < 3; ++i) D[i] = (double)F[1 + i] * inv[1 + i];
-    double *B = M + a->boff, *H = M + a->moff;
-    for (int q = 0; q <= pm; ++q) B[q] = (double)F[4 + q] * inv[4 + q];
-    for (int k = 0; k < a->ncoef; ++k) H[k] = (double)F[5 + pm + k] * inv[5 + pm + k];
-    hier_norms(M, pm, a->doff, a->moff, a->boff, a->goff, a->tab + HG_T_GW, a->rho[l], quant);
+    /* F: A, D_0..2, B_0..pm, then the moments; M: hier_tree.h's layout */
+    for (int i = lane; i < 5 + pm + a->ncoef; i += 32) {
+        const int dst = i == 0 ? 0 : i < 4 ? a->doff + i - 1 : i < 5 + pm ? a->boff + i - 4 : a->moff + i - 5 - pm;
+        M[dst] = (double)F[i] * inv[i];
+    }
+    __syncwarp();
+    for (int n = lane; n <= pm; n += 32) M[a->goff + n] = hier_norm_g(M + a->moff, a->tab + HG_T_GW, n);
+    __syncwarp();
+    if (lane == 0) M[1] = M[0] > 0 ? M[0] : 0.0; /* K_0 = A */
+    for (int n = 1 + lane; n <= pm + 1; n += 32) {
+        double rn = 1.0; /* rho^n, as hier_norms forms it */
+        for (int i = 0; i < n; ++i) rn *= a->rho[l];
+        hier_norm_k(M, pm, a->doff, a->boff, a->goff, rn, quant, n);
+    }
 }
 
-/* mode 0: every cell; mode 1: the cells the batch's accepted moves touched
- * (a cell touched twice is finalized twice, to the same values) */
+/* A warp per cell.  mode 0: every cell; mode 1: the cells the batch's
+ * accepted moves touched (a cell touched twice is finalized twice, to the
+ * same values) */
 extern "C" __global__ void hg_norms(hg_args a, int mode)
 {
-    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    const long long t = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (a.L < 2) return;
     if (mode == 0) {
         if (t >= a.cell0[a.L]) return;
@@ -413,12 +424,31 @@ static __device__ __forceinline__ double hg_wsum(double v)
  *                   written over that trial's first look;
  *   HG_WALK_WHOLE   the total energy (hier_gpu_total): point p is particle
  *                   b0 + p at its place, p < S, against every other
- *                   particle; no mates, so every overlap counts. */
-extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a, int mode)
+ *                   particle; no mates, so every overlap counts.
+ * A point's walk is one warp's, except in the refined look, which few
+ * trials take and whose time is one walk's latency: there the block's
+ * warps (a team) walk one point together.  Each level's candidates go
+ * round by round, warp w taking the round's w-th 32, and the queues are
+ * filled in candidate order (each warp's offset from the team's counts),
+ * so the frontier is the single warp's; each warp sums its own lanes and
+ * the team adds the warps in order: the same bits on every run. */
+static __device__ __forceinline__ void hg_team_sync(int team)
 {
-    const int lane = threadIdx.x & 31;
-    const int p = blockIdx.x * HG_WARPS + (threadIdx.x >> 5);
+    if (team > 1)
+        __syncthreads();
+    else
+        __syncwarp();
+}
+
+extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_args a, int mode)
+{
+    __shared__ int tcnt[2][2][HG_TEAM_MAX];      /* a round's pushes and near leaves per warp, by parity */
+    __shared__ double tsum[HG_TEAM_MAX][7];
+    __shared__ int tflag[HG_TEAM_MAX][3];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int whole = mode == HG_WALK_WHOLE, refined = mode == HG_WALK_REFINE;
+    const int team = refined ? (int)(blockDim.x >> 5) : 1, wi = team > 1 ? warp : 0;
+    const int p = refined ? (int)blockIdx.x : (int)(blockIdx.x * (blockDim.x >> 5)) + warp;
     if (p >= (whole ? a.S : refined ? 2 * *a.nclist : 2 * a.S)) return;
     const int k = whole ? p : refined ? a.clist[p >> 1] : p >> 1, is_t = !whole && !(p & 1);
     const int out = whole ? p : 2 * k + (p & 1); /* where the result goes in pts */
@@ -441,20 +471,21 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
     double S = 0.0, E = 0.0, Phi = 0.0, Phif = 0.0, adds = 0.0, Sf = 0.0, Phid = 0.0;
     int overlap = 0, degenerate = 0, err = 0;
     int ncur = 1, nnear = 0, cur = 0;
-    if (lane == 0) front[0] = 0u;
+    if (lane == 0 && wi == 0) front[0] = 0u;
     if (a.L == 0) { /* one leaf: the whole cube */
-        if (lane == 0) nearl[0] = 0u;
+        if (lane == 0 && wi == 0) nearl[0] = 0u;
         nnear = a.count[0] > 0;
     }
-    __syncwarp();
+    hg_team_sync(team);
+    int round = 0;
     for (int l = 1; l <= a.L && !err; ++l) {
         const unsigned *fc = front + cur * HG_FRONT;
         unsigned *fn = front + (cur ^ 1) * HG_FRONT;
         const int ncand = 8 * ncur;
         int nnext = 0;
         const int sl[3] = {hg_coord(&a, l, o.x), hg_coord(&a, l, o.y), hg_coord(&a, l, o.z)};
-        for (int c0 = 0; c0 < ncand; c0 += 32) {
-            const int c = c0 + lane;
+        for (int c0 = 0; c0 < ncand; c0 += 32 * team, ++round) {
+            const int c = c0 + 32 * wi + lane;
             int push = 0, isnear = 0;
             unsigned val = 0;
             if (c < ncand) {
@@ -504,16 +535,31 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
             }
             const unsigned lt = (1u << lane) - 1u;
             const unsigned mp = __ballot_sync(HG_FULL, push), mn = __ballot_sync(HG_FULL, isnear);
-            if (nnext + __popc(mp) > HG_FRONT || nnear + __popc(mn) > HG_NEAR) {
+            int tp = __popc(mp), tn = __popc(mn), bp = 0, bn = 0;
+            if (team > 1) { /* the team's counts; buffers by parity: one barrier a round */
+                int(*tc)[HG_TEAM_MAX] = tcnt[round & 1];
+                if (lane == 0) {
+                    tc[0][wi] = tp;
+                    tc[1][wi] = tn;
+                }
+                __syncthreads();
+                tp = tn = 0;
+                for (int w = 0; w < team; ++w) {
+                    if (w == wi) bp = tp, bn = tn;
+                    tp += tc[0][w];
+                    tn += tc[1][w];
+                }
+            }
+            if (nnext + tp > HG_FRONT || nnear + tn > HG_NEAR) {
                 err = 1;
                 break;
             }
-            if (push) fn[nnext + __popc(mp & lt)] = val;
-            if (isnear) nearl[nnear + __popc(mn & lt)] = val;
-            nnext += __popc(mp);
-            nnear += __popc(mn);
+            if (push) fn[nnext + bp + __popc(mp & lt)] = val;
+            if (isnear) nearl[nnear + bn + __popc(mn & lt)] = val;
+            nnext += tp;
+            nnear += tn;
         }
-        __syncwarp();
+        hg_team_sync(team);
         cur ^= 1;
         ncur = nnext;
     }
@@ -522,7 +568,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
      * search over the counts' prefix sums), so the loads of a whole group
      * are in flight together */
     long long nd = 0;
-    for (int g0 = 0; g0 < nnear && !err; g0 += 32) {
+    for (int g0 = 32 * wi; g0 < nnear && !err; g0 += 32 * team) {
         int st = 0, cn = 0;
         if (g0 + lane < nnear) {
             const unsigned c = nearl[g0 + lane];
@@ -567,7 +613,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
     }
     /* particles waiting in the overflow list, when their leaf is near */
     const int nov = *a.novf;
-    for (int e = lane; e < nov && !err; e += 32) {
+    for (int e = 32 * wi + lane; e < nov && !err; e += 32 * team) {
         const int id = a.ovf[e];
         if (id < 0 || id == skip) continue;
         const unsigned lf = (unsigned)a.leafof[id];
@@ -599,6 +645,30 @@ extern "C" __global__ void __launch_bounds__(32 * HG_WARPS) hg_enclose(hg_args a
     overlap = __any_sync(HG_FULL, overlap);
     degenerate = __any_sync(HG_FULL, degenerate);
     err = __any_sync(HG_FULL, err);
+    if (team > 1) { /* the warps' sums in order */
+        if (lane == 0) {
+            const double v[7] = {S, E, Phi, Phif, adds, Sf, Phid};
+            for (int i = 0; i < 7; ++i) tsum[wi][i] = v[i];
+            tflag[wi][0] = overlap;
+            tflag[wi][1] = degenerate;
+            tflag[wi][2] = err;
+        }
+        __syncthreads();
+        if (wi != 0) return;
+        S = E = Phi = Phif = adds = Sf = Phid = 0.0;
+        for (int w = 0; w < team; ++w) {
+            S += tsum[w][0];
+            E += tsum[w][1];
+            Phi += tsum[w][2];
+            Phif += tsum[w][3];
+            adds += tsum[w][4];
+            Sf += tsum[w][5];
+            Phid += tsum[w][6];
+            overlap |= tflag[w][0];
+            degenerate |= tflag[w][1];
+            err |= tflag[w][2];
+        }
+    }
     if (lane == 0) {
         hg_point r;
         r.Sf = Sf;
@@ -736,10 +806,10 @@ extern "C" __global__ void hg_prep(hg_args a)
     a.tr[k] = r;
     /* undecided at the batch's start, or near enough that the accepted
      * mates' changes (about sqrt(Σ corr²/2) for half of them accepted;
-     * three times that) may leave it undecided: a refined look, in
+     * close_sig times that, default 3) may leave it undecided: a refined look, in
      * parallel with the others, when refine > 0 (a guess: a trial it
      * misses only gets its exact pass in the chain sooner) */
-    const double margin = 3.0 * sqrt(0.5 * sq);
+    const double margin = a.close_sig * sqrt(0.5 * sq);
     const double hi = r.est + r.eps + margin, lo = r.est - r.eps - margin;
     a.close[k] = !r.blocked && !r.degenerate && r.nA == 0 && !(hi <= 0.0 || hi <= r.T - r.dT || lo >= r.T + r.dT);
 }
