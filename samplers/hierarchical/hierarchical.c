@@ -626,15 +626,16 @@ static int restore(void *self, const void *data, size_t size)
 /* The dry run's estimate of a sweep (ABI 6): this sampler's measured
  * cost per move (bench/NOTES.md, 2026-11-25) as a power law in N, not the
  * direct sum's N² pair terms.  One CPU thread: 16.5 µs a move at 4096 ions,
- * 48-61 µs at 2^20, 108 at 2^22 (~ N^0.25); one H100: 0.93 µs a move up to
- * 2^18, 1.5 at 2^20, 1.7 at 2^22, 2.4 at 2^23 (~ N^0.28 above 2^18).
+ * 48-61 µs at 2^20, 108 at 2^22 (~ N^0.25); one H100 (the table of
+ * commit ca02116): 0.87 µs a move up to 2^18, 1.3 at 2^20 and 2^22, 1.9 at
+ * 2^23 (~ N^0.23 above 2^18).
  * Within ~30% on the paper's electrolyte; a denser system needs more exact
  * passes. */
 static int cost(void *self, const metro_setup *setup, double *seconds)
 {
     (void)self;
     const double n = setup->particles > 0 ? (double)setup->particles : 1.0;
-    const double per_move = setup->backend == METRO_BACKEND_CUDA ? 0.93e-6 * pow(fmax(1.0, n / 262144.0), 0.28)
+    const double per_move = setup->backend == METRO_BACKEND_CUDA ? 0.87e-6 * pow(fmax(1.0, n / 262144.0), 0.23)
                                                                  : 16.5e-6 * pow(fmax(1.0, n / 4096.0), 0.25);
     *seconds = per_move * n * (double)(setup->replicas > 0 ? setup->replicas : 1);
     return 0;
