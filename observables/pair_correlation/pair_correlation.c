@@ -25,7 +25,8 @@
  * with them every pair is visited (O(N_central N)).  On the CUDA backend,
  * from PC_GPU_MIN particles, the GPU counts: from the host's cell list
  * (kernel pair_correlation_cells), or every pair with the potential sums
- * (pair_correlation_histogram); else the host, on every core.  All paths
+ * (pair_correlation_histogram); else the host (the cell list on every
+ * core, every pair on one).  All paths
  * bin the same pairs with the same rounding: identical counts.
  *
  * Errors.  Measurements are kept in between `blocks` and 2 x `blocks`
@@ -290,7 +291,8 @@ static pc_launch launch_of(const pc *c, int nc)
 static int gpu_setup(pc *c)
 {
     const size_t nh = (size_t)c->sys.species * c->sys.species * c->sys.bins, n = (size_t)c->particles;
-    if (c->host->kernel(c->ctx, c->cells ? "pair_correlation_cells" : "pair_correlation_histogram", &c->kernel))
+    void *kernel = NULL; /* set last: it marks the setup done */
+    if (c->host->kernel(c->ctx, c->cells ? "pair_correlation_cells" : "pair_correlation_histogram", &kernel))
         return -1;
     c->h_hist = malloc(nh * sizeof *c->h_hist);
     if (!c->h_hist) return c->host->fail(c->ctx, "out of memory (%zu bytes for the histogram)", nh * sizeof *c->h_hist);
@@ -306,6 +308,7 @@ static int gpu_setup(pc *c)
                      c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_ccell, n * sizeof(int)),
                                    "cudaMalloc of %zu bytes for the cell list", n * sizeof(int))))
         return -1;
+    c->kernel = kernel;
     return 0;
 }
 
@@ -346,13 +349,19 @@ static int histogram_gpu(pc *c, const metro_float4 *pos, const metro_float4 *d_p
     /* 48 KB of shared memory without opting in; the kernels' own static
      * arrays take a few bytes of it */
     size_t smem = c->cells ? 0 : PC_TILE * sizeof(float4) + METRO_MAX_SPECIES * sizeof(double);
-    int use_shared = smem + nh * sizeof(unsigned int) <= 48 * 1024 - 256;
+    /* its 32-bit counters hold at most PC_TILE x n pairs: below 2^32 */
+    int use_shared = smem + nh * sizeof(unsigned int) <= 48 * 1024 - 256 &&
+                     (unsigned long long)PC_TILE * (unsigned long long)c->particles < (1ull << 32);
     if (use_shared) smem += nh * sizeof(unsigned int);
     metro_pc_cells cl = {0};
     cudaError_t e;
     if (c->cells) {
         if (metro_pc_cells_build(pos, c->central, &L, &cl))
             return c->host->fail(c->ctx, "no room for the cell list of %d particles (out of memory)", c->particles);
+        if (cl.nc == 0) { /* no central ion in this configuration: no pairs */
+            metro_pc_cells_free(&cl);
+            return 0;
+        }
         e = upload_cells(c, &cl, stream);
         L.n_central = nc = cl.nc;
     } else {
@@ -716,16 +725,20 @@ static int restore(void *self, const void *data, size_t size)
     return 0;
 }
 
-/* What a measurement allocates for n particles: the cell list on the host
- * (pc_accum.c: positions in cell order, the cell of each, flags, up to about
- * 2n cells' starts and fill counts, the central ions' places and cells) and
- * its copy on the device, or the central list the all-pairs kernel reads. */
+/* What a measurement allocates for n particles: the central list
+ * (create()'s), and the cell list on the host (pc_accum.c: positions in
+ * cell order, the cell of each, two flags, the cells' starts and fill
+ * counts, the central ions' places and cells) and its copy on the device,
+ * or the central list the all-pairs kernel reads. */
 static int memory(void *self, const metro_setup *setup, size_t *host, size_t *device)
 {
     pc *c = self;
     const size_t n = (size_t)(setup->particles > 0 ? setup->particles : 0);
-    *host = c->cells ? n * (sizeof(metro_float4) + 4 * sizeof(int) + 2) + 2 * (2 * n + 1) * sizeof(int) : 0;
-    *device = !c->use_gpu ? 0 : c->cells ? n * (sizeof(metro_float4) + 2 * sizeof(int)) + (2 * n + 1) * sizeof(int)
+    /* at most about 2n cells: (floor(cbrt(2n + 1)) + 1)^3 where that cap binds */
+    const size_t side = (size_t)cbrt(2.0 * (double)n + 1.0) + 1, cells = side * side * side + 1;
+    *host = n * sizeof(int) +
+            (c->cells ? n * (sizeof(metro_float4) + 3 * sizeof(int) + 2) + 2 * cells * sizeof(int) : 0);
+    *device = !c->use_gpu ? 0 : c->cells ? n * (sizeof(metro_float4) + 2 * sizeof(int)) + cells * sizeof(int)
                                          : n * sizeof(int);
     return 0;
 }

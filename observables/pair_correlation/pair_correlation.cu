@@ -17,9 +17,10 @@
  * come from pair_correlation.h with IEEE-rounded intrinsics (no FMA
  * contraction), so every pair lands in the same bin as on the CPU.
  *
- * Counts go into a block-private histogram in shared memory (unsigned int:
- * at most PC_TILE x N pairs per block, below 2^32 for N < 2^24) when it fits
- * in 48 KB, else straight into the global one; the block then adds its
+ * Counts (both kernels) go into a block-private histogram in shared memory
+ * (unsigned int: at most PC_TILE x N pairs per block, so only for N < 2^24,
+ * histogram_gpu decides) when it fits in 48 KB, else straight into the
+ * global one; the block then adds its
  * counts to the global 64-bit histogram.  Only pairs closer than r_max are
  * counted, a small fraction of all pairs in a large cell, so atomics are
  * rare.

@@ -183,7 +183,9 @@ static void geometry(hier_gpu *g, int n)
     /* METRO_HIER_CLOSE_SIGMAS=x (benchmarks): trials within x of the mates'
      * plausible shift of their threshold get the refined look */
     const char *cs = getenv("METRO_HIER_CLOSE_SIGMAS");
-    a->close_sig = cs && *cs && atof(cs) >= 0 ? atof(cs) : 3.0;
+    char *end = NULL;
+    const double sig = cs && *cs ? strtod(cs, &end) : -1.0;
+    a->close_sig = end && *end == '\0' && sig >= 0 ? sig : 3.0;
     a->dcut = cfg->dcut;
     a->bound_scale = cfg->bound_scale;
     a->ksum = ((double)n + 4.0) * 0x1p-53 * 1.01;

@@ -46,8 +46,8 @@ METRO_HD void hier_factors(int pm, double *ic1, double *ic2, double *rc1, double
  * each is allowed 1e-6 relative and 1e-9 A rho^n absolute for its drift,
  * and capped by what bounds it exactly (G_n <= Σ|z| s^n = B_(n-1) <= A
  * rho^n); quant = 0.  The GPU's fixed point adds its rounding: quant =
- * count HG_FIX_SLACK (hier_gpu.h). */
-/* G_n (H: the moments, degree by degree) */
+ * count HG_FIX_SLACK (hier_gpu.h).  hier_norm_g gives one G_n (H: the
+ * moments, degree by degree), hier_norm_k one K_n, hier_norms all. */
 METRO_HD double hier_norm_g(const double *H, const double *gw, int n)
 {
     double g2 = gw[n * HIER_TD] * H[n * n] * H[n * n];
