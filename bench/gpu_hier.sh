@@ -20,27 +20,7 @@
 set -uo pipefail
 out=${OUT:-/tmp}
 export METRO_CACHE_DIR=/tmp/metro-cache
-ini() { # N SAMPLER SWEEPS EXTRA
-  cat <<INI
-[run]
-seed = 2
-equilibration = 0
-sweeps = $3
-check_every = 1000000   ; the O(N^2) drift check once, at the end: not in "done: ... in T s"
-device = cuda
-[system]
-particles = $1
-[potential]
-plugin = coulomb_hs
-valences = 3, -1
-diameters = 7.5
-concentration = 0.0019008922
-bjerrum = 7.117
-[sampler]
-plugin = $2
-$4
-INI
-}
+. "$(dirname "$0")/electrolyte.sh" # ini N SAMPLER SWEEPS EXTRA
 case "${1:-tests}" in
 tests)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -17,34 +17,17 @@
 set -uo pipefail
 out=${OUT:-/tmp}
 export METRO_CACHE_DIR=/tmp/metro-cache
-ini() { # N HISTOGRAM POTENTIAL
-  cat <<INI
-[run]
-seed = 3
-equilibration = 0
-sweeps = 1
-check_every = 1000000
-device = cuda
-[system]
-particles = $1
-[potential]
-plugin = coulomb_hs
-valences = 3, -1
-diameters = 7.5
-concentration = 0.0019008922
-bjerrum = 7.117
-[sampler]
-plugin = hierarchical
-[observable pair_correlation]
+. "$(dirname "$0")/electrolyte.sh"
+pc_ini() { # N HISTOGRAM POTENTIAL
+  SEED=3 ini $1 hierarchical 1 "[observable pair_correlation]
 plugin = pair_correlation
 every = 1
 histogram = $2
 potential = $3
-plots = false
-INI
+plots = false"
 }
 took() { # N HISTOGRAM POTENTIAL -> seconds of the measurement
-  ini "$@" > /tmp/pc.ini
+  pc_ini "$@" > /tmp/pc.ini
   rm -rf /tmp/pc_run
   timeout 560 build-gpu/bin/metro run /tmp/pc.ini --output /tmp/pc_run --overwrite --quiet > $out/pc_$1_$2_$3.txt 2>&1
   cp /tmp/pc_run/log.txt $out/log_pc_$1_$2_$3.txt 2>/dev/null

@@ -89,7 +89,6 @@ typedef struct pc {
     metro_pc_system sys;
     double cell_radius, margin;
     int particles, use_gpu, plots;
-    int cells;                   /* counts from the cell list (no potential sums) */
     int timed;                   /* the first measurement's cost is logged */
     char prefix[64];
     metro_es_options es;
@@ -249,7 +248,6 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
         return give_up(c, "histogram: gpu needs the CUDA backend");
     c->use_gpu = setup->backend == METRO_BACKEND_CUDA &&
                  (!strcmp(where, "gpu") || (!strcmp(where, "auto") && c->particles >= PC_GPU_MIN));
-    c->cells = !s->psi;
 
     size_t rec = metro_pc_record_size(s->species, s->bins);
     c->meas = malloc(rec * sizeof(double));
@@ -263,7 +261,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
               "pair_correlation: central ions within %.6g of the centre (wall margin %.6g), "
               "%d bins of %.6g up to r_max %.6g, histograms on the %s (%s)",
               s->r_int, c->margin, s->bins, s->dr, s->bins * s->dr,
-              c->use_gpu ? "GPU" : "CPU", c->cells ? "cell list" : "all pairs");
+              c->use_gpu ? "GPU" : "CPU", s->psi ? "all pairs" : "cell list");
     *out = c;
     return 0;
 }
@@ -292,7 +290,7 @@ static int gpu_setup(pc *c)
 {
     const size_t nh = (size_t)c->sys.species * c->sys.species * c->sys.bins, n = (size_t)c->particles;
     void *kernel = NULL; /* set last: it marks the setup done */
-    if (c->host->kernel(c->ctx, c->cells ? "pair_correlation_cells" : "pair_correlation_histogram", &kernel))
+    if (c->host->kernel(c->ctx, c->sys.psi ? "pair_correlation_histogram" : "pair_correlation_cells", &kernel))
         return -1;
     c->h_hist = malloc(nh * sizeof *c->h_hist);
     if (!c->h_hist) return c->host->fail(c->ctx, "out of memory (%zu bytes for the histogram)", nh * sizeof *c->h_hist);
@@ -303,7 +301,7 @@ static int gpu_setup(pc *c)
         c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_psi, METRO_MAX_SPECIES * sizeof(double)),
                       "cudaMalloc of %zu bytes", METRO_MAX_SPECIES * sizeof(double)))
         return -1;
-    if (c->cells && (c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_sp, n * sizeof *c->d_sp),
+    if (!c->sys.psi && (c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_sp, n * sizeof *c->d_sp),
                                    "cudaMalloc of %zu bytes for the cell list", n * sizeof *c->d_sp) ||
                      c->host->cuda(c->ctx, cudaMalloc((void **)&c->d_ccell, n * sizeof(int)),
                                    "cudaMalloc of %zu bytes for the cell list", n * sizeof(int))))
@@ -348,14 +346,14 @@ static int histogram_gpu(pc *c, const metro_float4 *pos, const metro_float4 *d_p
     if (!c->kernel && gpu_setup(c)) return -1;
     /* 48 KB of shared memory without opting in; the kernels' own static
      * arrays take a few bytes of it */
-    size_t smem = c->cells ? 0 : PC_TILE * sizeof(float4) + METRO_MAX_SPECIES * sizeof(double);
+    size_t smem = c->sys.psi ? PC_TILE * sizeof(float4) + METRO_MAX_SPECIES * sizeof(double) : 0;
     /* its 32-bit counters hold at most PC_TILE x n pairs: below 2^32 */
     int use_shared = smem + nh * sizeof(unsigned int) <= 48 * 1024 - 256 &&
                      (unsigned long long)PC_TILE * (unsigned long long)c->particles < (1ull << 32);
     if (use_shared) smem += nh * sizeof(unsigned int);
     metro_pc_cells cl = {0};
     cudaError_t e;
-    if (c->cells) {
+    if (!c->sys.psi) {
         if (metro_pc_cells_build(pos, c->central, &L, &cl))
             return c->host->fail(c->ctx, "no room for the cell list of %d particles (out of memory)", c->particles);
         if (cl.nc == 0) { /* no central ion in this configuration: no pairs */
@@ -375,7 +373,7 @@ static int histogram_gpu(pc *c, const metro_float4 *pos, const metro_float4 *d_p
         void *cells[] = {&c->d_sp, &c->d_start, &c->d_central, &c->d_ccell, &cl.m[0], &cl.m[1], &cl.m[2],
                          &L, &c->d_hist, &use_shared};
         e = cudaLaunchKernel((const void *)c->kernel, (dim3){(unsigned)((nc + PC_TILE - 1) / PC_TILE), 1, 1},
-                             (dim3){PC_TILE, 1, 1}, c->cells ? cells : pairs, smem, stream);
+                             (dim3){PC_TILE, 1, 1}, c->sys.psi ? pairs : cells, smem, stream);
     }
     double dpsi[METRO_MAX_SPECIES] = {0};
     if (e == cudaSuccess)
@@ -737,9 +735,10 @@ static int memory(void *self, const metro_setup *setup, size_t *host, size_t *de
     /* at most about 2n cells: (floor(cbrt(2n + 1)) + 1)^3 where that cap binds */
     const size_t side = (size_t)cbrt(2.0 * (double)n + 1.0) + 1, cells = side * side * side + 1;
     *host = n * sizeof(int) +
-            (c->cells ? n * (sizeof(metro_float4) + 3 * sizeof(int) + 2) + 2 * cells * sizeof(int) : 0);
-    *device = !c->use_gpu ? 0 : c->cells ? n * (sizeof(metro_float4) + 2 * sizeof(int)) + cells * sizeof(int)
-                                         : n * sizeof(int);
+            (c->sys.psi ? 0 : n * (sizeof(metro_float4) + 3 * sizeof(int) + 2) + 2 * cells * sizeof(int));
+    *device = !c->use_gpu ? 0
+              : c->sys.psi ? n * sizeof(int)
+                           : n * (sizeof(metro_float4) + 2 * sizeof(int)) + cells * sizeof(int);
     return 0;
 }
 
