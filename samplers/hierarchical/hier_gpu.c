@@ -41,10 +41,12 @@ struct hier_gpu {
     size_t counted;
     /* METRO_HIER_PROFILE=1: CUDA events around a batch's phases (walks,
      * mates' terms, refined looks, the decision chain with its exact
-     * passes and stops, tree update), summed per run */
+     * passes and stops, tree update), summed per run; and around each stop
+     * (the host's reference), counted apart */
     int profile;
-    cudaEvent_t ev[HG_PHASES + 1];
-    double phase[HG_PHASES];
+    cudaEvent_t ev[HG_PHASES + 1], sev[2];
+    double phase[HG_PHASES], t_stops;
+    long long stops;
 };
 
 static int cu(hier_gpu *g, int status, const char *what)
@@ -75,6 +77,7 @@ void hier_gpu_free(hier_gpu *g)
     for (int i = 0; i < g->nallocs; ++i) cudaFree(g->allocs[i]);
     if (g->h_status) cudaFreeHost(g->h_status);
     for (int i = 0; g->profile && i <= HG_PHASES; ++i) cudaEventDestroy(g->ev[i]);
+    for (int i = 0; g->profile && i < 2; ++i) cudaEventDestroy(g->sev[i]);
     free(g);
 }
 
@@ -292,8 +295,9 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     g->s = (cudaStream_t)host->stream(ctx);
     const char *pe = getenv("METRO_HIER_PROFILE");
     g->profile = pe && *pe && strcmp(pe, "0");
-    for (int i = 0; g->profile && i <= HG_PHASES; ++i)
-        if (cu(g, cudaEventCreate(&g->ev[i]), "creating an event")) g->profile = 0;
+    for (int i = 0; g->profile && i <= HG_PHASES + 2; ++i)
+        if (cu(g, cudaEventCreate(i <= HG_PHASES ? &g->ev[i] : &g->sev[i - HG_PHASES - 1]), "creating an event"))
+            g->profile = 0;
     for (int i = 0; i < HG_N_KERNELS; ++i)
         if (host->kernel(ctx, kernel_names[i], &g->k[i])) {
             hier_gpu_free(g);
@@ -511,7 +515,16 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
             if (g->h_status->err) return overflowed(g);
             if (g->h_status->stop >= S) break;
             from = g->h_status->stop;
+            if (g->profile) cudaEventRecord(g->sev[0], g->s);
             if (undecided(g, st, from, stats)) return -1;
+            if (g->profile) {
+                float ms = 0.f;
+                cudaEventRecord(g->sev[1], g->s);
+                cudaEventSynchronize(g->sev[1]);
+                cudaEventElapsedTime(&ms, g->sev[0], g->sev[1]);
+                g->t_stops += ms * 1e-3;
+                g->stops++;
+            }
         }
         mark(g, 4);
         for (int p = 0; g->profile && p < HG_PHASES - 1; ++p) profile_phase(g, p);
@@ -536,9 +549,9 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *sta
         profile_phase(g, HG_PHASES - 1);
         g->host->log(g->ctx, METRO_LOG_INFO,
                      "profile so far: %.4g s walks, %.4g s mates' terms, %.4g s refined looks, %.4g s "
-                     "decision chain (its exact passes and stops included), %.4g s tree updates "
+                     "decision chain (its exact passes and stops included; %lld stops, %.4g s), %.4g s tree updates "
                      "(the leaves' packings included)",
-                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->phase[4]);
+                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->stops, g->t_stops, g->phase[4]);
     }
     return 0;
 }

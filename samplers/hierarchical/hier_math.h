@@ -184,8 +184,36 @@ METRO_HD double hier_trunc(const double *K, int pm, double v, double idr, int q)
 
 /* Each float pair energy of the reference is within 7 float ulps (u =
  * 2^-24) of the exact λ z_a z_b / r of its float operands (DESIGN.md, "The
- * error bound", (a)) */
+ * error bound", (a)): the energy's bound, where a pair's two halves round
+ * their prefactors apart */
 #define HIER_REF_FLOAT (7.0 * 0x1p-24)
+
+/* The same for the terms of a move of species a, relative to |λ z_a z_b| / r:
+ * the distance, the square root, the reciprocal and the last product
+ * round to at most 5.5u + 18u^2; the prefactor c = fl(λ z_a · z_b) is one
+ * float product whose rounding δ_ab = c / (λ z_a z_b) - 1 is known exactly
+ * (the product of two floats is exact in double, and c minus it is exact
+ * by Sterbenz's lemma), 0 where |z_b| is a power of two.  So (5.5u + max_b
+ * |δ_ab|)(1 + 1e-6), the factor covering the u^2 terms and the division's
+ * rounding here (DESIGN.md, "The error bound", (a)).  It narrows the floor
+ * of the enclosure by 1/7 to 3/14 against HIER_REF_FLOAT. */
+METRO_HD double hier_ref_float(const coulomb_hs_params *p, int a)
+{
+    const float lza = p->sp[a].z;
+    double worst = 0.0;
+    for (int b = 0; b < p->nspecies; ++b) {
+        const double exact = (double)lza * (double)p->sp[b].x;
+        if (exact == 0.0) continue; /* an uncharged partner's terms are exactly 0 */
+#ifdef __CUDA_ARCH__
+        const float c = __fmul_rn(lza, p->sp[b].x);
+#else
+        const float c = lza * p->sp[b].x;
+#endif
+        const double d = fabs(((double)c - exact) / exact);
+        worst = d > worst ? d : worst;
+    }
+    return (5.5 * 0x1p-24 + worst) * (1.0 + 1e-6);
+}
 
 /* A particle's share of the bound on |E_tree - E_direct| (DESIGN.md, "The
  * energy"), from its walk at its own place (|λ z|, truncation E, Φ, terms

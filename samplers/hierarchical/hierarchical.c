@@ -312,11 +312,11 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
 }
 
 /* The rounding allowances (DESIGN.md, "The error bound"):
- *   HIER_REF_FLOAT (hier_math.h): each float pair energy of the reference
- *   is within 7 float ulps (u = 2^-24) of the exact λ z_a z_b / r of its
- *   float operands (proof in DESIGN.md: 6.5u + 22u^2).  Charged only on
- *   the far partners: the near ones are summed as the reference's own
- *   float terms.
+ *   hier_ref_float (hier_math.h): each float term of a move of species a
+ *   is within (5.5u + |δ_ab|)(1 + 1e-6) of the exact λ z_a z_b / r of its
+ *   float operands, u = 2^-24, δ_ab the prefactor's own rounding, known
+ *   exactly (proof in DESIGN.md).  Charged only on the far partners: the
+ *   near ones are summed as the reference's own float terms.
  *   ref_sum: the reference's double differences and its double sum of up to
  *   n + 2 terms in any order (OpenMP's reduction order included);
  *   ours: 1e-9 for the moments' and the recurrences' double roundings
@@ -412,7 +412,9 @@ static int advance(void *self, metro_state *st, long sweeps)
                 b->stage[0]++;
                 continue;
             }
-            const double lz = (double)b->prm.sp[coulomb_hs_species(o.w)].z; /* λ z_a as the reference has it */
+            const int sa = coulomb_hs_species(o.w);
+            const double lz = (double)b->prm.sp[sa].z; /* λ z_a as the reference has it */
+            const double reff = hier_ref_float(&b->prm, sa);
             const double T = -log((double)u[3]);
             const double dT = 1e-12 * (1.0 + T);
             int decided = 0, accept = 0;
@@ -445,7 +447,7 @@ static int advance(void *self, metro_state *st, long sweeps)
                 /* what no refinement of the far field removes: the
                  * reference's float rounding of the far partners' terms and
                  * of the double sums */
-                const double floor = fabs(lz) * (HIER_REF_FLOAT * (rt.Phif + ro.Phif) + ksum * (rt.Phi + ro.Phi));
+                const double floor = fabs(lz) * (reff * (rt.Phif + ro.Phif) + ksum * (rt.Phi + ro.Phi));
                 const double rest = fabs(lz) * (rt.E + ro.E + (1e-9 + (double)rt.adds * 0x1p-50) * rt.Phi +
                                                 (1e-9 + (double)ro.adds * 0x1p-50) * ro.Phi);
                 const double eps = b->bound_scale * (floor + rest) * (1.0 + 1e-9);

@@ -789,12 +789,13 @@ extern "C" __global__ void hg_prep(hg_args a)
         sq += a.tsq[(size_t)c * a.S + k];
         nA += a.tnA[(size_t)c * a.S + k];
     }
-    const double lz = (double)a.prm.sp[coulomb_hs_species(o.w)].z, alz = fabs(lz);
+    const int sa = coulomb_hs_species(o.w);
+    const double lz = (double)a.prm.sp[sa].z, alz = fabs(lz);
     hg_trial r;
     r.T = -log((double)u);
     r.dT = 1e-12 * (1.0 + r.T);
     r.est = (rt.Sf - ro.Sf) + lz * (rt.S - ro.S);
-    const double floor = alz * (HIER_REF_FLOAT * (rt.Phif + ro.Phif) + a.ksum * (rt.Phi + ro.Phi));
+    const double floor = alz * (hier_ref_float(&a.prm, sa) * (rt.Phif + ro.Phif) + a.ksum * (rt.Phi + ro.Phi));
     const double rest = alz * (rt.E + ro.E + (1e-9 + rt.adds * 0x1p-50) * rt.Phi + (1e-9 + ro.adds * 0x1p-50) * ro.Phi);
     const double mates = a.ksum * absA + (double)(a.S + 1) * 0x1p-53 * (fabs(r.est) + absA);
     r.absA = absA;
