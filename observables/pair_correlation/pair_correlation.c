@@ -258,7 +258,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
         return host->fail(ctx, "out of memory");
     }
     host->log(ctx, METRO_LOG_INFO,
-              "pair_correlation: central ions within %.6g of the centre (wall margin %.6g), "
+              "central ions within %.6g of the centre (wall margin %.6g), "
               "%d bins of %.6g up to r_max %.6g, histograms on the %s (%s)",
               s->r_int, c->margin, s->bins, s->dr, s->bins * s->dr,
               c->use_gpu ? "GPU" : "CPU", s->psi ? "all pairs" : "cell list");
@@ -425,7 +425,7 @@ static int measure(void *self, const metro_state *st)
     metro_pc_accum_add(&c->acc, m);
     if (!c->timed) { /* what a measurement costs, for planning how often */
         c->timed = 1;
-        c->host->log(c->ctx, METRO_LOG_INFO, "pair_correlation: one measurement took %.3g s", now() - t0);
+        c->host->log(c->ctx, METRO_LOG_INFO, "one measurement took %.3g s", now() - t0);
     }
     return 0;
 }
@@ -437,6 +437,13 @@ static FILE *out(pc *c, const char *name)
     char fn[128];
     snprintf(fn, sizeof fn, "%s%s", c->prefix, name);
     return c->host->open_output(c->ctx, fn);
+}
+
+/* A value for the CSVs: "nan" where it has no data, never "-nan" (-log of
+ * a missing g, 0/0 on x86 carry the sign bit, which readers may not parse) */
+static double nn(double v)
+{
+    return isnan(v) ? NAN : v;
 }
 
 static int write_csvs(pc *c, const metro_pc_profile *full, const metro_es_result *res)
@@ -456,8 +463,8 @@ static int write_csvs(pc *c, const metro_pc_profile *full, const metro_es_result
         fprintf(f, "%.8g", metro_pc_r(dr, k));
         for (int i = 0; i < S * S; i++) {
             size_t o = (size_t)i * bins + k;
-            fprintf(f, ",%.10g,%.4g,%.10g,%.4g", full->g[o], res->g_err[o], -log(full->g[o]),
-                    res->u_err[o]);
+            fprintf(f, ",%.10g,%.4g,%.10g,%.4g", nn(full->g[o]), nn(res->g_err[o]), nn(-log(full->g[o])),
+                    nn(res->u_err[o]));
         }
         fprintf(f, "\n");
     }
@@ -475,7 +482,7 @@ static int write_csvs(pc *c, const metro_pc_profile *full, const metro_es_result
         for (int a = 0; a < S; a++) {
             const double q = full->rho[(size_t)a * bins + k], e = res->rho_err[(size_t)a * bins + k];
             const int sig = fabs(q) > e; /* the log of noise is noise */
-            fprintf(f, ",%.10g,%.4g,%.10g,%.4g", q, e, sig ? log(fabs(r * q)) : NAN, sig ? e / fabs(q) : NAN);
+            fprintf(f, ",%.10g,%.4g,%.10g,%.4g", nn(q), nn(e), sig ? nn(log(fabs(r * q))) : NAN, sig ? nn(e / fabs(q)) : NAN);
         }
         fprintf(f, "\n");
     }
@@ -497,15 +504,15 @@ static int write_csvs(pc *c, const metro_pc_profile *full, const metro_es_result
         fprintf(f, "%.8g", metro_pc_r(dr, k));
         for (int a = 0; a < S; a++) {
             int in = res->fitted[a] && k >= res->lo[a] && k <= res->hi[a];
-            fprintf(f, ",%.10g,%.10g", in ? log(fabs(res->A[a])) - kR * metro_pc_r(dr, k) : NAN,
-                    in ? res->A[a] * y1 + res->A2[a] * y2 : NAN);
+            fprintf(f, ",%.10g,%.10g", in ? nn(log(fabs(res->A[a])) - kR * metro_pc_r(dr, k)) : NAN,
+                    in ? nn(res->A[a] * y1 + res->A2[a] * y2) : NAN);
         }
         for (int a = 0; a < S; a++)
             for (int b = 0; b < S; b++) {
                 int in = res->fitted[a] && k >= res->ulo[a * S + b] && k <= res->hi[a];
                 double rf = res->A[a] * y1 + res->A2[a] * y2;
-                fprintf(f, ",%.10g,%.10g", in ? res->B[a * S + b] * y1 + res->B2[a * S + b] * y2 : NAN,
-                        in ? res->B[a * S + b] / res->A[a] * rf : NAN);
+                fprintf(f, ",%.10g,%.10g", in ? nn(res->B[a * S + b] * y1 + res->B2[a * S + b] * y2) : NAN,
+                        in ? nn(res->B[a * S + b] / res->A[a] * rf) : NAN);
             }
         fprintf(f, "\n");
     }
@@ -515,9 +522,9 @@ static int write_csvs(pc *c, const metro_pc_profile *full, const metro_es_result
     fprintf(f, "quantity,value,error,paper_value,stat_error,window_error\n");
     for (int i = 0; i < res->nq; i++) {
         const metro_es_quantity *q = &res->q[i];
-        fprintf(f, "%s,%.10g,%.4g,", q->name, q->value, q->error);
+        fprintf(f, "%s,%.10g,%.4g,", q->name, nn(q->value), nn(q->error));
         if (isfinite(q->paper)) fprintf(f, "%.10g", q->paper);
-        fprintf(f, ",%.4g,%.4g\n", q->stat_error, q->window_error);
+        fprintf(f, ",%.4g,%.4g\n", nn(q->stat_error), nn(q->window_error));
     }
     fclose(f);
     return 0;
@@ -607,7 +614,7 @@ static void log_results(pc *c, const metro_es_result *res)
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
         const metro_es_quantity *q = metro_es_find(res, keys[i]);
         if (q && isfinite(q->value))
-            c->host->log(c->ctx, METRO_LOG_INFO, "pair_correlation: %s = %.6g +- %.2g", q->name, q->value,
+            c->host->log(c->ctx, METRO_LOG_INFO, "%s = %.6g +- %.2g", q->name, q->value,
                          q->error);
     }
     for (int a = 0; a < c->sys.species; a++) {
@@ -615,14 +622,14 @@ static void log_results(pc *c, const metro_es_result *res)
         snprintf(nm, sizeof nm, "q_R_%s", c->sys.name[a]);
         const metro_es_quantity *q = metro_es_find(res, nm);
         if (q && isfinite(q->value))
-            c->host->log(c->ctx, METRO_LOG_INFO, "pair_correlation: %s = %.6g +- %.2g", q->name, q->value,
+            c->host->log(c->ctx, METRO_LOG_INFO, "%s = %.6g +- %.2g", q->name, q->value,
                          q->error);
         snprintf(nm, sizeof nm, "neutrality_%s", c->sys.name[a]);
         if ((q = metro_es_find(res, nm)) && isfinite(q->value))
-            c->host->log(c->ctx, METRO_LOG_INFO, "pair_correlation: %s = %.6g +- %.2g", q->name, q->value,
+            c->host->log(c->ctx, METRO_LOG_INFO, "%s = %.6g +- %.2g", q->name, q->value,
                          q->error);
     }
-    if (res->warn[0]) c->host->log(c->ctx, METRO_LOG_WARN, "pair_correlation: %s", res->warn);
+    if (res->warn[0]) c->host->log(c->ctx, METRO_LOG_WARN, "%s", res->warn);
 }
 
 static int finish(void *self, const metro_state *st)
@@ -631,7 +638,7 @@ static int finish(void *self, const metro_state *st)
     const int S = c->sys.species, bins = c->sys.bins;
     const size_t R = c->acc.rec;
     if (metro_pc_accum_count(&c->acc) == 0) {
-        c->host->log(c->ctx, METRO_LOG_WARN, "pair_correlation: no measurements, nothing written");
+        c->host->log(c->ctx, METRO_LOG_WARN, "no measurements, nothing written");
         return 0;
     }
     double *blk = malloc((size_t)2 * c->acc.blocks * R * sizeof(double));

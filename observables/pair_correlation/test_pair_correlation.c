@@ -377,6 +377,41 @@ START_TEST(observable_ideal_gas_files)
 }
 END_TEST
 
+/* A pair with no data (no central ion of species b ever measured) is
+ * written "nan", never "-nan" (what -log and 0/0 gave before) */
+START_TEST(no_data_is_nan)
+{
+    const metro_observable_api *a = api();
+    metro_params p = {{{"wall_margin", "3"}, {"bins", "10"}, {"plots", "false"}}, 3};
+    metro_setup s = ideal_setup();
+    metro_ctx c;
+    new_ctx(&c);
+    void *self = NULL;
+    ck_assert_msg(a->create(&host, &c, &p, &s, &self) == 0, "%s", c.msg);
+    one_state st;
+    one_state_init(&st);
+    rng = 777;
+    for (int m = 0; m < 200; m++) {
+        ideal(st.pos, N, N, RCELL, 0.0); /* every ion of species a */
+        ck_assert_int_eq(a->measure(self, &st.st), 0);
+    }
+    ck_assert_int_eq(a->finish(self, &st.st), 0);
+    a->destroy(self);
+    ck_assert(isnan(col(c.dir, "g.csv", 3, "g_b_a")));
+    ck_assert(isfinite(col(c.dir, "g.csv", 3, "g_a_a")));
+    static const char *files[] = {"g.csv", "rho_q.csv", "fits.csv", "electrostatics.csv"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", c.dir, files[i]);
+        char *text = metro_test_slurp(path);
+        ck_assert_ptr_nonnull(text);
+        ck_assert_msg(!strstr(text, "-nan"), "%s holds -nan", files[i]);
+        if (i == 0) ck_assert_msg(strstr(text, ",nan"), "g.csv: no nan for the pair without data");
+        free(text);
+    }
+}
+END_TEST
+
 /* Save after K measurements, restore into a fresh instance, go on: the
  * files equal those of a run that was never interrupted. */
 START_TEST(save_restore_equals_uninterrupted)
@@ -527,6 +562,7 @@ int main(void)
     tcase_add_test(tc, inhomogeneous_ideal_gas);
     tcase_add_test(tc, blocks_merge);
     tcase_add_test(tc, observable_ideal_gas_files);
+    tcase_add_test(tc, no_data_is_nan);
     tcase_add_test(tc, save_restore_equals_uninterrupted);
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, ideal_gas_through_the_core);

@@ -331,7 +331,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     }
     if (host->fact_set(ctx, "cell_radius", R) || host->fact_set(ctx, "bjerrum", lb)) goto fail;
     host->log(ctx, METRO_LOG_INFO,
-              "coulomb_hs: %d species, cell radius %.6g Å, Bjerrum length %.6g Å, bare Debye length %.6g Å, "
+              "%d species, cell radius %.6g Å, Bjerrum length %.6g Å, bare Debye length %.6g Å, "
               "volume fraction %.3g",
               c->nspecies, R, lb, k2 > 0 ? 1.0 / sqrt(k2) : INFINITY, phi);
     *self = c;

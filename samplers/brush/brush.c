@@ -314,7 +314,7 @@ static int configure(brush *b)
     memset(&fa, 0, sizeof fa);
     cudaFuncGetAttributes(&fa, (const void *)b->kernel);
     h->log(b->ctx, METRO_LOG_INFO,
-           "brush: %d groups of %d particles, %d threads per block (eta %d, %d per thread), %zu B shared, "
+           "%d groups of %d particles, %d threads per block (eta %d, %d per thread), %zu B shared, "
            "%d registers, %zu B local, %d blocks per SM, %d SMs, %d chunks staged, up to %d cycles per launch, step %g",
            b->groups, b->group_size, T, eta, P, b->smem, fa.numRegs, fa.localSizeBytes, per_sm, sms, b->pre, b->per_launch,
            (double)b->step);
@@ -670,7 +670,7 @@ static int join(void *const *selves, int k)
             b->grp = G;
             b->member = n++;
             if (b->host->cuda(b->ctx, cudaEventCreateWithFlags(&b->ev, cudaEventDisableTiming), "brush: creating an event")) rc = -1;
-            b->host->log(b->ctx, METRO_LOG_INFO, "brush: shares its launches with %d other systems (member %d of %d)",
+            b->host->log(b->ctx, METRO_LOG_INFO, "shares its launches with %d other systems (member %d of %d)",
                          m - 1, b->member, m);
         }
     }
@@ -757,7 +757,7 @@ static int finish(void *self, metro_state *st)
 {
     brush *b = self;
     if (sync_state(b, st) || brush_cycles_write(&b->cyc, b->cycles, b->trials ? b->trials : b->n)) return -1;
-    b->host->log(b->ctx, METRO_LOG_INFO, "brush: %lld cycles, acceptance %.4f", b->cycles,
+    b->host->log(b->ctx, METRO_LOG_INFO, "%lld cycles, acceptance %.4f", b->cycles,
                  st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0);
     return 0;
 }

@@ -215,6 +215,24 @@ METRO_HD double hier_ref_float(const coulomb_hs_params *p, int a)
     return (5.5 * 0x1p-24 + worst) * (1.0 + 1e-6);
 }
 
+/* metro_accept's decision where ΔE is known within ±eps (DESIGN.md, "The
+ * chain", step 4): 1 accept, 0 reject, 2 open.  T = -ln u, dT the margin
+ * for glibc's exp and log. */
+METRO_HD int hier_decide(double de, double eps, double T, double dT)
+{
+    if (de + eps <= 0.0 || de + eps <= T - dT) return 1;
+    if (de - eps >= T + dT) return 0;
+    return 2;
+}
+
+/* The exact pass's ±eps: its sum and the reference's add the same terms in
+ * two orders, each within ksum Σ|d_j| of their exact sum (DESIGN.md, "The
+ * error bound", (d)) */
+METRO_HD double hier_exact_eps(double abs_sum, double ksum, double bound_scale)
+{
+    return bound_scale * 2.0 * ksum * abs_sum * (1.0 + 1e-6);
+}
+
 /* A particle's share of the bound on |E_tree - E_direct| (DESIGN.md, "The
  * energy"), from its walk at its own place (|λ z|, truncation E, Φ, terms
  * added) and the reference's double-sum allowance ksum: the truncation,

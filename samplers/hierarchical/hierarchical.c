@@ -450,23 +450,17 @@ static int advance(void *self, metro_state *st, long sweeps)
                 const double floor = fabs(lz) * (reff * (rt.Phif + ro.Phif) + ksum * (rt.Phi + ro.Phi));
                 const double rest = fabs(lz) * (rt.E + ro.E + (1e-9 + (double)rt.adds * 0x1p-50) * rt.Phi +
                                                 (1e-9 + (double)ro.adds * 0x1p-50) * ro.Phi);
-                const double eps = b->bound_scale * (floor + rest) * (1.0 + 1e-9);
-                const double hi = est + eps, lo = est - eps;
-                if (hi <= 0.0 || hi <= T - dT) {
-                    decided = accept = 1;
-                } else if (lo >= T + dT) {
+                const int d = hier_decide(est, b->bound_scale * (floor + rest) * (1.0 + 1e-9), T, dT);
+                if (d != 2) {
                     decided = 1;
-                    accept = 0;
-                }
-                if (decided) {
+                    accept = d;
                     b->stage[stage]++;
                     de = est;
                 } else {
                     /* with the truncation gone the enclosure would still
                      * straddle the threshold: refining cannot decide (up to
                      * the few far partners a smaller theta makes near) */
-                    const double f = b->bound_scale * floor * (1.0 + 1e-9);
-                    hopeless = !(est + f <= 0.0 || est + f <= T - dT || est - f >= T + dT);
+                    hopeless = hier_decide(est, b->bound_scale * floor * (1.0 + 1e-9), T, dT) == 2;
                 }
             }
             if (!decided) {
@@ -475,14 +469,10 @@ static int advance(void *self, metro_state *st, long sweeps)
                  * γ_(n+2) Σ|d_j| of the exact sum of the same terms */
                 double sum = 0.0, abs_sum = 0.0;
                 if (hier_exact(&b->tree, t, o, i, &sum, &abs_sum) == 0) {
-                    const double eps = b->bound_scale * 2.0 * ksum * abs_sum * (1.0 + 1e-6);
-                    if (sum + eps <= 0.0 || sum + eps <= T - dT) {
-                        decided = accept = 1;
-                    } else if (sum - eps >= T + dT) {
+                    const int d = hier_decide(sum, hier_exact_eps(abs_sum, ksum, b->bound_scale), T, dT);
+                    if (d != 2) {
                         decided = 1;
-                        accept = 0;
-                    }
-                    if (decided) {
+                        accept = d;
                         b->exact++;
                         de = sum;
                     }
@@ -660,6 +650,7 @@ static int memory(void *self, const metro_setup *setup, size_t *host, size_t *de
         const hier_gpu_cfg cfg = {.L = L, .order = b->order, .order_hi = b->order_hi, .batch = b->batch,
                                   .Rt = b->cell_radius};
         *device = hier_gpu_bytes(&cfg, n);
+        *host += np * sizeof(metro_float4); /* the positions the host's reference reads (hier_gpu.c) */
         return *device ? 0 : -1;
     }
     *host += hier_tree_bytes(n, b->order_hi, L) + 2 * np * sizeof(double);

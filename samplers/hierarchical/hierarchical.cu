@@ -811,8 +811,7 @@ extern "C" __global__ void hg_prep(hg_args a)
      * parallel with the others, when refine > 0 (a guess: a trial it
      * misses only gets its exact pass in the chain sooner) */
     const double margin = a.close_sig * sqrt(0.5 * sq);
-    const double hi = r.est + r.eps + margin, lo = r.est - r.eps - margin;
-    a.close[k] = !r.blocked && !r.degenerate && r.nA == 0 && !(hi <= 0.0 || hi <= r.T - r.dT || lo >= r.T + r.dT);
+    a.close[k] = !r.blocked && !r.degenerate && r.nA == 0 && hier_decide(r.est, r.eps + margin, r.T, r.dT) == 2;
 }
 
 /* A block's share of trial k's exact pass: the reference's float terms of
@@ -1036,8 +1035,8 @@ static __device__ __noinline__ void hg_xhelp(const hg_args *a, unsigned epoch, i
     }
 }
 
-/* The deciding warp: trial j's exact pass, and hierarchical.c's rule on
- * it (hg_exact_decide's): 1 accept, 0 reject, 2 left to the host's
+/* The deciding warp: trial j's exact pass, and the CPU's rule on it
+ * (hier_decide with hier_exact_eps, as hg_exact_decide): 1 accept, 0 reject, 2 left to the host's
  * reference; *de the sum */
 static __device__ __noinline__ int hg_xpass(const hg_args *a, unsigned epoch, int j, double *de)
 {
@@ -1080,11 +1079,8 @@ static __device__ __noinline__ int hg_xpass(const hg_args *a, unsigned epoch, in
     hg_xsum(a->xgrp, 0, a->xng, 1, tot);
     if (tot[2] != 0.0) return 2;
     const hg_trial tr = a->tr[j];
-    const double eps = a->bound_scale * 2.0 * a->ksum * tot[1] * (1.0 + 1e-6);
     *de = tot[0];
-    if (tot[0] + eps <= 0.0 || tot[0] + eps <= tr.T - tr.dT) return 1;
-    if (tot[0] - eps >= tr.T + tr.dT) return 0;
-    return 2;
+    return hier_decide(tot[0], hier_exact_eps(tot[1], a->ksum, a->bound_scale), tr.T, tr.dT);
 }
 
 /* Warp w's share of a 32 x 32 block of the mates' terms: rows mates
@@ -1340,7 +1336,7 @@ extern "C" __global__ void hg_exact(hg_args a, int k)
     }
 }
 
-/* One thread: the exact pass's decision (hierarchical.c's rule); what it
+/* One thread: the exact pass's decision (hier_decide, the CPU's rule); what it
  * cannot decide is left to the host's reference (status->exact_bad). */
 extern "C" __global__ void hg_exact_decide(hg_args a, int k, int blocks)
 {
@@ -1362,13 +1358,12 @@ extern "C" __global__ void hg_exact_decide(hg_args a, int k, int blocks)
         return;
     }
     const hg_trial tr = a.tr[k];
-    const double eps = a.bound_scale * 2.0 * a.ksum * abs * (1.0 + 1e-6);
-    if (sum + eps <= 0.0 || sum + eps <= tr.T - tr.dT) st->preset = 1;
-    else if (sum - eps >= tr.T + tr.dT) st->preset = 0;
-    if (st->preset < 0) {
+    const int d = hier_decide(sum, hier_exact_eps(abs, a.ksum, a.bound_scale), tr.T, tr.dT);
+    if (d == 2) {
         st->exact_bad = 2;
         return;
     }
+    st->preset = d;
     st->preset_de = sum;
     st->decided[2]++;
 }
