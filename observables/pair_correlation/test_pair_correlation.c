@@ -335,24 +335,31 @@ static double col(const char *dir, const char *file, int row, const char *name)
     return metro_test_csv(path, row, name);
 }
 
-START_TEST(observable_ideal_gas_files)
+/* The observable (wall margin 3, 10 bins) over m ideal-gas configurations
+ * of n0 ions of species a and N - n0 of b, from seed; its files in c->dir */
+static void measure_ideal(metro_ctx *c, int n0, int m, uint64_t seed)
 {
     const metro_observable_api *a = api();
     metro_params p = {{{"wall_margin", "3"}, {"bins", "10"}, {"plots", "false"}}, 3};
     metro_setup s = ideal_setup();
-    metro_ctx c;
-    new_ctx(&c);
+    new_ctx(c);
     void *self = NULL;
-    ck_assert_msg(a->create(&host, &c, &p, &s, &self) == 0, "%s", c.msg);
+    ck_assert_msg(a->create(&host, c, &p, &s, &self) == 0, "%s", c->msg);
     one_state st;
     one_state_init(&st);
-    rng = 12345;
-    for (int m = 0; m < 20000; m++) {
-        ideal(st.pos, N, N0, RCELL, 0.0);
+    rng = seed;
+    for (int k = 0; k < m; k++) {
+        ideal(st.pos, N, n0, RCELL, 0.0);
         ck_assert_int_eq(a->measure(self, &st.st), 0);
     }
     ck_assert_int_eq(a->finish(self, &st.st), 0);
     a->destroy(self);
+}
+
+START_TEST(observable_ideal_gas_files)
+{
+    metro_ctx c;
+    measure_ideal(&c, N0, 20000, 12345);
     static const char *pairs[] = {"g_a_a", "g_a_b", "g_b_a", "g_b_b"};
     double g[4 * BINS], e[4 * BINS];
     for (int i = 0; i < 4; i++)
@@ -381,22 +388,8 @@ END_TEST
  * written "nan", never "-nan" (what -log and 0/0 gave before) */
 START_TEST(no_data_is_nan)
 {
-    const metro_observable_api *a = api();
-    metro_params p = {{{"wall_margin", "3"}, {"bins", "10"}, {"plots", "false"}}, 3};
-    metro_setup s = ideal_setup();
     metro_ctx c;
-    new_ctx(&c);
-    void *self = NULL;
-    ck_assert_msg(a->create(&host, &c, &p, &s, &self) == 0, "%s", c.msg);
-    one_state st;
-    one_state_init(&st);
-    rng = 777;
-    for (int m = 0; m < 200; m++) {
-        ideal(st.pos, N, N, RCELL, 0.0); /* every ion of species a */
-        ck_assert_int_eq(a->measure(self, &st.st), 0);
-    }
-    ck_assert_int_eq(a->finish(self, &st.st), 0);
-    a->destroy(self);
+    measure_ideal(&c, N, 200, 777); /* every ion of species a */
     ck_assert(isnan(col(c.dir, "g.csv", 3, "g_b_a")));
     ck_assert(isfinite(col(c.dir, "g.csv", 3, "g_a_a")));
     static const char *files[] = {"g.csv", "rho_q.csv", "fits.csv", "electrostatics.csv"};

@@ -35,6 +35,7 @@ struct hier_gpu {
     int team; /* warps walking a point of the refined look together (hg_enclose) */
     hg_status *h_status; /* pinned */
     metro_float4 *h_pos;  /* pinned, from the first stop on: the positions the host's reference reads */
+    int unpinned;         /* pinning them failed: the core's pageable st->pos instead */
     float4 *d_rnd;
     void *allocs[64];
     int nallocs;
@@ -448,13 +449,18 @@ static int undecided(hier_gpu *g, metro_state *st, int k, hier_gpu_stats *stats)
      * 2^23 ions took 24 ms with the pageable copy) */
     const int i = a->b0 + k;
     const size_t bytes = (size_t)a->n * sizeof(metro_float4);
+    if (!g->h_pos && !g->unpinned && cudaMallocHost((void **)&g->h_pos, bytes) != cudaSuccess) {
+        (void)cudaGetLastError(); /* no pinned memory to spare: the core's pageable copy, slower */
+        g->h_pos = NULL;
+        g->unpinned = 1;
+    }
+    metro_float4 *hp = g->h_pos ? g->h_pos : st->pos;
     float4 u;
-    if ((!g->h_pos && cu(g, cudaMallocHost((void **)&g->h_pos, bytes), "pinning the positions for the reference")) ||
-        cu(g, cudaMemcpy(g->h_pos, st->d_pos, bytes, cudaMemcpyDeviceToHost), "copying positions") ||
+    if (cu(g, cudaMemcpy(hp, st->d_pos, bytes, cudaMemcpyDeviceToHost), "copying positions") ||
         cu(g, cudaMemcpy(&u, g->d_rnd + i, sizeof u, cudaMemcpyDeviceToHost), "copying a uniform"))
         return -1;
-    const metro_float4 t = brush_trial(g->h_pos[i], u.x, u.y, u.z, a->step);
-    const double de = g->cfg.pot->delta(g->cfg.pot_self, g->h_pos, a->n, i, t);
+    const metro_float4 t = brush_trial(hp[i], u.x, u.y, u.z, a->step);
+    const double de = g->cfg.pot->delta(g->cfg.pot_self, hp, a->n, i, t);
     hg_status *h = g->h_status;
     h->preset = metro_accept(de, u.w);
     h->preset_de = de;
