@@ -11,23 +11,19 @@
 #     CPU core.
 # Usage: bench/compose_cost.sh BUILD_DIR   (prints a table)
 set -uo pipefail
+. "$(dirname "$0")/electrolyte.sh" # potential: the electrolyte's [potential] section
 B=${1:-build}
 M=$B/bin/metro
 w=$(mktemp -d)
 calc() { awk "BEGIN { printf \"%.6g\", $1 }"; }
-cat > $w/alone.ini <<'INI'
+cat > $w/alone.ini <<INI
 [run]
 seed = 2
 sweeps = 1
 device = cuda
 [system]
 particles = 1048576
-[potential]
-plugin = coulomb_hs
-valences = 3, -1
-diameters = 7.5
-concentration = 0.0019008922
-bjerrum = 7.117
+$(potential)
 [sampler]
 plugin = brush
 INI

@@ -3,6 +3,18 @@
 # default 2), as an INI on stdout:
 #   ini N SAMPLER SWEEPS EXTRA   EXTRA: the sampler's further keys, and
 #                                whatever sections follow it
+#   potential                    its [potential] section alone (for
+#                                scripts that write the rest themselves)
+potential() {
+  cat <<INI
+[potential]
+plugin = coulomb_hs
+valences = 3, -1
+diameters = 7.5
+concentration = 0.0019008922
+bjerrum = 7.117
+INI
+}
 ini() { # N SAMPLER SWEEPS EXTRA
   cat <<INI
 [run]
@@ -13,12 +25,7 @@ check_every = 1000000   ; the O(N^2) drift check once, at the end: not in "done:
 device = cuda
 [system]
 particles = $1
-[potential]
-plugin = coulomb_hs
-valences = 3, -1
-diameters = 7.5
-concentration = 0.0019008922
-bjerrum = 7.117
+$(potential)
 [sampler]
 plugin = $2
 $4

@@ -16,6 +16,7 @@
 #
 # Logs under $OUT.
 set -uo pipefail
+. "$(dirname "$0")/electrolyte.sh" # potential: the electrolyte's [potential] section
 out=${OUT:-/tmp}
 b=build-gpu
 m=$b/bin/metro
@@ -59,7 +60,7 @@ mpi)
     # an ensemble of 32 brush systems of 8192 ions (shared launches, the
     # 256/2/8 layout) on 1 and 2 ranks: total moves/s from the wall time of
     # the production phase (the systems' own "done:" lines, summed)
-    cat > $w/ens.ini <<'INI'
+    cat > $w/ens.ini <<INI
 [run]
 seed = 11
 systems = 32
@@ -68,12 +69,7 @@ sweeps = 1500
 device = cuda
 [system]
 particles = 8192
-[potential]
-plugin = coulomb_hs
-valences = 3, -1
-diameters = 7.5
-concentration = 0.0019008922
-bjerrum = 7.117
+$(potential)
 [sampler]
 plugin = brush
 block = 256
