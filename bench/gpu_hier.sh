@@ -17,6 +17,9 @@
 #       samplers' own sampling time, "done: ... in T s", over SWEEPS
 #       cycles, default 2; brush takes BRUSH_SWEEPS, default 1, above 2^20),
 #       the fraction of moves the enclosure alone decided, the ratio
+#   scripts/gpu.sh bash bench/gpu_hier.sh table2 N...  the same with both
+#       references in one run: brush, hierarchical reference = float and
+#       reference = exact per cycle, the exact passes and stops of each
 set -uo pipefail
 out=${OUT:-/tmp}
 export METRO_CACHE_DIR=/tmp/metro-cache
@@ -29,12 +32,23 @@ tests)
   grep -vE "^\s*$" $out/test_hier_gpu.txt | tail -30
   ;;
 sanitize)
-  ini 4096 hierarchical 2 "batch = 256
-energy = tree" > /tmp/san.ini
-  for tool in memcheck racecheck; do
-    timeout 250 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/bin/metro run /tmp/san.ini \
-      --output /tmp/san_$tool --overwrite --quiet > $out/san_$tool.txt 2>&1
-    echo "$tool: rc=$? $(grep 'ERROR SUMMARY' $out/san_$tool.txt)"
+  # both references; the second run coarse (order 1, no refined look), so
+  # the chain's exact passes in double and the stops run too
+  for ref in float exact; do
+    extra="batch = 256
+energy = tree
+reference = $ref"
+    [ $ref = exact ] && extra="$extra
+order = 1
+order_refine = 1
+theta = 0.8
+refine = 0"
+    ini 4096 hierarchical 2 "$extra" > /tmp/san.ini
+    for tool in memcheck racecheck; do
+      timeout 250 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/bin/metro run /tmp/san.ini \
+        --output /tmp/san_$tool --overwrite --quiet > $out/san_${ref}_$tool.txt 2>&1
+      echo "$ref $tool: rc=$? $(grep 'ERROR SUMMARY' $out/san_${ref}_$tool.txt)"
+    done
   done
   ;;
 time)
@@ -101,6 +115,38 @@ table)
     ex=$(echo "$line" | sed -E 's/.*exact ([0-9]+) \(in the chain ([0-9]+), after a stop ([0-9]+)\).*/\1 (\2, \3)/')
     rf=$(echo "$line" | sed -E 's/.*reference ([0-9]+).*/\1/')
     echo "| $n | $tb | $th | $(awk -v a=$tb -v b=$th 'BEGIN{printf "%.2f", a/b}') | $(awk -v a=$en -v b=$mv 'BEGIN{printf "%.4f", a/b}') | $ex | $rf |"
+  done
+  ;;
+table2)
+  shift
+  echo "| N | brush s/cycle | float s/cycle | exact s/cycle | brush / exact | float / exact | enclosure (float, exact) | exact passes (float, exact) | reference (float, exact) |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  for n in "$@"; do
+    sw=${SWEEPS:-2}; bsw=$sw; [ $n -gt 1048576 ] && bsw=${BRUSH_SWEEPS:-1}
+    tb=nan
+    if [ "${NO_BRUSH:-0}" != 1 ]; then
+      ini $n brush $bsw "" > /tmp/t_b.ini
+      rm -rf /tmp/t_b
+      timeout 560 build-gpu/bin/metro run /tmp/t_b.ini --output /tmp/t_b --overwrite --quiet > /dev/null 2>&1
+      cp /tmp/t_b/log.txt $out/log_b_$n.txt 2>/dev/null
+      tb=$(grep -osE 'done: [0-9]+ sweeps in [0-9.e+-]+ s' /tmp/t_b/log.txt | awk -v s=$bsw '{print $5/s}')
+      [ -n "$tb" ] || tb=nan
+    fi
+    row=""
+    for ref in float exact; do
+      ini $n hierarchical $sw "reference = $ref
+${EXTRA:-}" > /tmp/t_h.ini
+      rm -rf /tmp/t_h
+      timeout 560 build-gpu/bin/metro run /tmp/t_h.ini --output /tmp/t_h --overwrite --quiet > $out/run_${ref}_$n.txt 2>&1
+      cp /tmp/t_h/log.txt $out/log_${ref}_$n.txt 2>/dev/null
+      t=$(grep -osE 'done: [0-9]+ sweeps in [0-9.e+-]+ s' /tmp/t_h/log.txt | awk -v s=$sw '{print $5/s}')
+      line=$(grep -sE 'hierarchical: [0-9]+ cycles' /tmp/t_h/log.txt)
+      mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
+      eval "t_$ref=\${t:-nan} en_$ref=$(awk -v a=$en -v b=$mv 'BEGIN{printf "%.5f", a/b}')"
+      eval "ex_$ref=$(echo "$line" | sed -E 's/.*exact ([0-9]+) .*/\1/') rf_$ref=$(echo "$line" | sed -E 's/.*reference ([0-9]+).*/\1/')"
+    done
+    r() { awk -v a=$1 -v b=$2 'BEGIN{printf "%.2f", a/b}'; }
+    echo "| $n | $tb | $t_float | $t_exact | $(r $tb $t_exact) | $(r $t_float $t_exact) | $en_float, $en_exact | $ex_float, $ex_exact | $rf_float, $rf_exact |"
   done
   ;;
 esac

@@ -49,6 +49,7 @@ struct hier_gpu {
     cudaEvent_t ev[HG_PHASES + 1], sev[2];
     double phase[HG_PHASES], t_stops;
     long long stops;
+    long long cycle; /* the run's cycle under way (1, 2, ...): for messages */
 };
 
 static int cu(hier_gpu *g, int status, const char *what)
@@ -214,6 +215,14 @@ static void geometry(hier_gpu *g, int n)
     a->xnch = (n + a->xsize - 1) / a->xsize;
     a->xper = (a->xnch + HG_XCTR - 1) / HG_XCTR;
     a->xng = (a->xnch + a->xper - 1) / a->xper;
+    /* reference = exact: the summation heights for hier_ideal_eps.  The
+     * chain's pass: a lane's terms of a chunk, a butterfly (5), a lane's
+     * chunks of a group (hg_xsum), 5, the groups, 5.  A stop's pass
+     * (hg_exact_part): a thread's terms, the block's tree (8), the blocks'
+     * partial sums one after the other. */
+    a->ideal = g->cfg.ideal;
+    a->xpath = (double)((a->xsize + 31) / 32 + (a->xper + 31) / 32 + (a->xng + 31) / 32 + 15);
+    a->spath = (double)((n + 256 * HG_EXACT_BLOCKS - 1) / (256 * HG_EXACT_BLOCKS) + 8 + HG_EXACT_BLOCKS);
 }
 
 /* Every device array; with g->counting only their bytes are added up. */
@@ -460,9 +469,15 @@ static int undecided(hier_gpu *g, metro_state *st, int k, hier_gpu_stats *stats)
         cu(g, cudaMemcpy(&u, g->d_rnd + i, sizeof u, cudaMemcpyDeviceToHost), "copying a uniform"))
         return -1;
     const metro_float4 t = brush_trial(hp[i], u.x, u.y, u.z, a->step);
-    const double de = g->cfg.pot->delta(g->cfg.pot_self, hp, a->n, i, t);
     hg_status *h = g->h_status;
-    h->preset = metro_accept(de, u.w);
+    double de;
+    if (a->ideal) { /* the exact sum's last resort (hier_tree.c) */
+        h->preset = hier_ideal_reference(&a->prm, hp, a->n, i, t, u.w, &de);
+        if (h->preset < 0) return hier_undecidable(g->host, g->ctx, g->cycle, i, de, u.w);
+    } else {
+        de = g->cfg.pot->delta(g->cfg.pot_self, hp, a->n, i, t);
+        h->preset = metro_accept(de, u.w);
+    }
     h->preset_de = de;
     h->exact_bad = 0;
     stats->fallback++;
@@ -485,9 +500,11 @@ static void profile_phase(hier_gpu *g, int p)
     g->phase[p] += ms * 1e-3;
 }
 
-int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *stats, long long *accepted)
+int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hier_gpu_stats *stats,
+                   long long *accepted)
 {
     hg_args *a = &g->a;
+    g->cycle = cycle;
     const int S0 = g->cfg.batch;
     const int nb = (trials + S0 - 1) / S0, every = (nb + HG_REPACKS - 1) / HG_REPACKS;
     if (cu(g, cudaMemsetAsync(a->cycle_acc, 0, sizeof(long long), g->s), "clearing the count") || repack(g, 1))

@@ -91,8 +91,9 @@
 
 /* One point's enclosure (hier_result's fields, as doubles) */
 typedef struct hg_point {
-    double Sf, S, E, Phi, Phif, adds;
+    double Sf, S, E, Phi, Phif, Phid, adds; /* Phid: the directly summed partners' part of Phi */
     int overlap, degenerate; /* against particles outside the batch */
+    int exact_near;          /* Sf from terms in double (reference = exact's refined look) */
 } hg_point;
 
 /* Per trial of the batch, what the chain reads (hg_prep) */
@@ -125,6 +126,8 @@ typedef struct hg_args {
     int b0, S;                      /* the batch */
     float step;
     double Rt, theta, dcut, bound_scale, ksum;
+    int ideal;                      /* reference = exact (DESIGN.md, "The exact chain") */
+    double xpath, spath;            /* reference = exact: the summation heights of the chain's and a stop's exact passes */
     double close_sig;               /* hg_prep's margin for a refined look, in the mates' sigmas */
     int m[HIER_MAX_LEVEL + 1];
     double h[HIER_MAX_LEVEL + 1], rho[HIER_MAX_LEVEL + 1];

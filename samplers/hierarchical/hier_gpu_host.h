@@ -17,6 +17,7 @@ typedef struct hier_gpu_cfg {
     int refine; /* > 0: the trials the first look leaves near their threshold get a refined look */
     double Rt, theta, dcut, bound_scale;
     float step;
+    int ideal; /* reference = exact: the exact sum's decisions (DESIGN.md, "The exact chain") */
 } hier_gpu_cfg;
 
 /* Moves decided by the enclosure, by the exact pass inside the chain
@@ -44,7 +45,13 @@ int hier_gpu_total(hier_gpu *g, double *energy, double *bound, long long *bad);
 /* The cycle's uniforms go here (one float4 per particle) before a cycle */
 float4 *hier_gpu_uniforms(hier_gpu *g);
 cudaStream_t hier_gpu_stream(hier_gpu *g);
-/* One cycle of particles 0 ... trials-1; the acceptances in *accepted */
-int hier_gpu_cycle(hier_gpu *g, metro_state *st, int trials, hier_gpu_stats *stats, long long *accepted);
+/* One cycle (the run's cycle-th, for messages) of particles 0 ... trials-1;
+ * the acceptances in *accepted */
+int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hier_gpu_stats *stats,
+                   long long *accepted);
+
+/* reference = exact: the failure of a move that not even the last resort
+ * (hier_ideal_reference) can decide (hierarchical.c) */
+int hier_undecidable(const metro_host_api *host, metro_ctx *ctx, long long cycle, int i, double de, float u);
 
 #endif

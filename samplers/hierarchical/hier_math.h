@@ -215,6 +215,56 @@ METRO_HD double hier_ref_float(const coulomb_hs_params *p, int a)
     return (5.5 * 0x1p-24 + worst) * (1.0 + 1e-6);
 }
 
+/* What no refinement of the far field removes from a stage's ε (the
+ * floor), for the moving ion's |λ z_a| and its factor f (hier_ref_float);
+ * phid, phif and phi are the bounds of Φ at t plus at o of the directly
+ * summed partners, of the far cells, and in all (DESIGN.md, "The error
+ * bound" and "The exact chain"):
+ *   reference = float: the reference's rounding of the far partners' float
+ *   terms (the directly summed ones are its own terms) and of its double
+ *   sums (ksum);
+ *   reference = exact: the rounding of the float terms summed directly
+ *   (the target is the exact sum, which the far cells' expansions
+ *   approach without a floor). */
+METRO_HD double hier_floor(int exact, double alz, double f, double ksum, double phid, double phif, double phi)
+{
+    return exact ? alz * f * phid : alz * (f * phif + ksum * phi);
+}
+
+/* reference = exact: partner b's term of a move o -> t from the float
+ * positions in double, e_x = c / sqrt(r_x^2) with c = λ z_a z_b (a product
+ * of two floats: exact in double), d = e_t - e_o; adds |e_t| + |e_o| to
+ * *abs and flags *bad where a distance is at most dmin (1 + 1e-6) (an
+ * overlap or a coincidence: the float hard-core test decides those, in
+ * the last resort).  Each difference of coordinates rounds once, each
+ * square once, the two additions once each, the square root, the
+ * quotient: r^2 within (1 ± u)^5, e_x within 4.5u(1 + u) of c / r, and the
+ * difference once more: d is within HIER_EXACT_TERM (|e_t| + |e_o|) of the
+ * exact difference (u = 2^-53; a fused multiply-add only rounds less). */
+#define HIER_EXACT_TERM (6.5 * 0x1p-53)
+METRO_HD double hier_ideal_delta(double c, metro_float4 t, metro_float4 o, float bx, float by, float bz, double dm2,
+                                 double *abs, int *bad)
+{
+    const double tx = (double)t.x - (double)bx, ty = (double)t.y - (double)by, tz = (double)t.z - (double)bz;
+    const double ox = (double)o.x - (double)bx, oy = (double)o.y - (double)by, oz = (double)o.z - (double)bz;
+    const double rt2 = tx * tx + ty * ty + tz * tz, ro2 = ox * ox + oy * oy + oz * oz;
+    *bad |= rt2 <= dm2 || ro2 <= dm2;
+    const double et = c / sqrt(rt2), eo = c / sqrt(ro2);
+    *abs += fabs(et) + fabs(eo);
+    return et - eo;
+}
+
+/* reference = exact: the exact pass's ±eps around its sum of the terms
+ * hier_ideal_delta forms, A = Σ(|e_t| + |e_o|) over them, `path` the most
+ * additions between a term and the sum (a summation tree of height h is
+ * within γ_h Σ|d_j| of the exact sum of its terms, whatever its shape:
+ * Higham, Accuracy and Stability, §4.2), plus one rounding of the sum
+ * itself.  (1 + 1e-6) covers A's own rounding up to 10^9 partners. */
+METRO_HD double hier_ideal_eps(double sum, double A, double path, double bound_scale)
+{
+    return bound_scale * ((HIER_EXACT_TERM + (path + 1.0) * 0x1p-53 * 1.01) * A + 0x1p-53 * fabs(sum)) * (1.0 + 1e-6);
+}
+
 /* metro_accept's decision where ΔE is known within ±eps (DESIGN.md, "The
  * chain", step 4): 1 accept, 0 reject, 2 open.  T = -ln u, dT the margin
  * for glibc's exp and log. */

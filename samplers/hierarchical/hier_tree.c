@@ -440,6 +440,7 @@ typedef struct walk {
     double theta, dcut;
     int check;
     int hi; /* orders up to p (1) or p_lo (0), per-cell tolerance tol[hi] */
+    int dbl; /* the directly summed terms in double (reference = exact's refinements) */
     double tol;
     float sa_y, sa_z; /* x's hard-core radius and λ z */
     hier_result *r;
@@ -529,6 +530,23 @@ HIER_CLONES static int direct_run(const hier_tree *t, float xx, float xy, float 
  * energy of coulomb_hs_pair (hard-core test included), summed into Sf in
  * double; Phi and Phid get |z_b| / r from the same float distance, widened
  * by 1e-6 (more than its rounding). */
+/* The packed particles k0 ... k1-1 but place ks against x in double:
+ * (λ z_a z_b) / sqrt(r^2) from the float positions, each within
+ * 4.5 double ulps of the exact term (hier_ideal_delta's argument), four
+ * running sums */
+static double direct_double(const hier_tree *t, metro_float4 x, float sa_z, int k0, int k1, int ks)
+{
+    double acc[4] = {0.0, 0.0, 0.0, 0.0};
+    int m = 0;
+    for (int k = k0; k < k1; ++k) {
+        if (k == ks) continue;
+        const double dx = (double)x.x - (double)t->px[k], dy = (double)x.y - (double)t->py[k],
+                     dz = (double)x.z - (double)t->pz[k];
+        acc[m++ & 3] += (double)sa_z * (double)t->pq[k] / sqrt(dx * dx + dy * dy + dz * dz);
+    }
+    return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+}
+
 static void direct(walk *w, size_t c)
 {
     const hier_tree *t = w->t;
@@ -557,6 +575,7 @@ static void direct(walk *w, size_t c)
         }
     }
     long m = k1 - k0 - (ks >= 0);
+    if (w->dbl) sf = direct_double(t, w->x, sa_z, k0, k1, ks); /* the float sum served the tests above */
     /* the overflow list: particles that moved into a full leaf */
     for (int j = t->head[c]; j >= 0; j = t->next[j]) {
         if (j == w->skip) continue;
@@ -571,7 +590,13 @@ static void direct(walk *w, size_t c)
             return;
         }
         const float inv = coulomb_hs_rsqrt(r2);
-        sf += (double)((sa_z * sb.x) * inv);
+        if (w->dbl) {
+            const double dx = (double)w->x.x - (double)b.x, dy = (double)w->x.y - (double)b.y,
+                         dz = (double)w->x.z - (double)b.z;
+            sf += (double)sa_z * (double)sb.x / sqrt(dx * dx + dy * dy + dz * dz);
+        } else {
+            sf += (double)((sa_z * sb.x) * inv);
+        }
         phi += fabs((double)sb.x) * (double)inv;
         ++m;
     }
@@ -753,7 +778,7 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
 }
 
 void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_at, double theta, double dcut,
-               int check_overlap, int hi_order, hier_result *r)
+               int check_overlap, int hi_order, int exact_near, hier_result *r)
 {
     memset(r, 0, sizeof *r);
     walk w;
@@ -767,6 +792,7 @@ void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_a
     w.dcut = dcut;
     w.check = check_overlap;
     w.hi = hi_order;
+    w.dbl = exact_near;
     w.tol = t->tol[hi_order ? 1 : 0];
     w.sa_y = t->prm->sp[coulomb_hs_species(x.w)].y;
     w.sa_z = t->prm->sp[coulomb_hs_species(x.w)].z;
@@ -879,4 +905,103 @@ int hier_exact(const hier_tree *t, metro_float4 tx, metro_float4 ox, int skip, d
     *sum = s;
     *abs_sum = a;
     return 0;
+}
+
+/* ---- reference = exact: the exact pass and the last resort ---------------- */
+
+/* hi + lo += x, hi exact (Knuth's TwoSum: the rounding error of hi + x is
+ * exactly e), lo rounding: L such additions of terms of Σ|x| <= A err by at
+ * most L^2 u^2 A (each |e| <= u A, so |lo| <= L u A, each rounding of lo
+ * at most u |lo|) */
+static inline void dd_add(double *hi, double *lo, double x)
+{
+    const double s = *hi + x, bp = s - *hi, e = (*hi - (s - bp)) + (x - bp);
+    *hi = s;
+    *lo += e;
+}
+
+int hier_exact_ideal(const hier_tree *t, metro_float4 tx, metro_float4 ox, int skip, double *sum, double *abs_sum,
+                     double *path)
+{
+    const metro_float4 sa = t->prm->sp[coulomb_hs_species(ox.w)];
+    const double lz = (double)sa.z;
+    double hi = 0.0, lo = 0.0, A = 0.0;
+    int bad = 0, longest = 0;
+    double adds = 0.0;
+    const size_t nl = cells_of(t, t->L);
+    const int skip_leaf = skip >= 0 ? t->leaf[skip] : -1;
+    const int ks = skip >= 0 ? t->slot[skip] : -1;
+    for (size_t c = 0; c < nl; ++c) {
+        const int k0 = t->start[c], k1 = k0 + t->count[c], kx = (int)c == skip_leaf ? ks : -1;
+        if (k1 > k0) {
+            double acc[4] = {0.0, 0.0, 0.0, 0.0};
+            int m = 0;
+            for (int k = k0; k < k1; ++k) {
+                if (k == kx) continue;
+                const double dm = ((double)sa.y + (double)t->pr[k]) * (1.0 + 1e-6);
+                acc[m++ & 3] += hier_ideal_delta(lz * (double)t->pq[k], tx, ox, t->px[k], t->py[k], t->pz[k],
+                                                 dm * dm, &A, &bad);
+            }
+            /* a lane adds ceil(m / 4) terms, then two levels */
+            longest = (m + 3) / 4 + 2 > longest ? (m + 3) / 4 + 2 : longest;
+            dd_add(&hi, &lo, (acc[0] + acc[1]) + (acc[2] + acc[3]));
+            adds += 1.0;
+        }
+        for (int j = t->head[c]; j >= 0; j = t->next[j]) {
+            if (j == skip) continue;
+            const metro_float4 b = t->pos[j];
+            const metro_float4 sb = t->prm->sp[coulomb_hs_species(b.w)];
+            const double dm = ((double)sa.y + (double)sb.y) * (1.0 + 1e-6);
+            dd_add(&hi, &lo, hier_ideal_delta(lz * (double)sb.x, tx, ox, b.x, b.y, b.z, dm * dm, &A, &bad));
+            adds += 1.0;
+        }
+    }
+    if (bad) return -1;
+    *sum = hi + lo;
+    *abs_sum = A;
+    /* the double-double part's L^2 u^2 A as a height: L^2 u */
+    *path = (double)longest + adds * adds * 0x1p-53;
+    return 0;
+}
+
+int hier_ideal_reference(const coulomb_hs_params *p, const metro_float4 *pos, int n, int i, metro_float4 t, float u,
+                         double *de)
+{
+    *de = INFINITY;
+    if (coulomb_hs_external(p, t) != 0.0f) return 0;
+    const metro_float4 o = pos[i], sa = p->sp[coulomb_hs_species(o.w)];
+    long double hi = 0.0L, lo = 0.0L, A = 0.0L;
+    int up = 0, down = 0; /* infinite terms of either sign: point charges at one place */
+    for (int j = 0; j < n; ++j) {
+        if (j == i) continue;
+        const metro_float4 b = pos[j], sb = p->sp[coulomb_hs_species(b.w)];
+        const float dmin = sa.y + sb.y;
+        if (metro_dist2(t, b) < dmin * dmin) return 0; /* the hard cores: the reference's +inf */
+        const long double c = (long double)sa.z * (long double)sb.x;
+        if (c == 0.0L) continue;
+        const long double tx = (long double)t.x - b.x, ty = (long double)t.y - b.y, tz = (long double)t.z - b.z;
+        const long double ox = (long double)o.x - b.x, oy = (long double)o.y - b.y, oz = (long double)o.z - b.z;
+        const long double rt2 = tx * tx + ty * ty + tz * tz, ro2 = ox * ox + oy * oy + oz * oz;
+        if (rt2 == 0.0L || ro2 == 0.0L) {
+            up += (rt2 == 0.0L && c > 0) || (ro2 == 0.0L && c < 0);
+            down += (rt2 == 0.0L && c < 0) || (ro2 == 0.0L && c > 0);
+            continue;
+        }
+        const long double et = c / sqrtl(rt2), eo = c / sqrtl(ro2), d = et - eo;
+        A += fabsl(et) + fabsl(eo);
+        const long double s = hi + d, bp = s - hi, e = (hi - (s - bp)) + (d - bp);
+        hi = s;
+        lo += e;
+    }
+    if (up || down) { /* ±∞, or ∞ - ∞: rejected as metro_accept rejects NaN */
+        *de = up && down ? NAN : up ? INFINITY : -INFINITY;
+        return !up;
+    }
+    const long double s = hi + lo, ul = 0x1p-64L, nn = (long double)n;
+    const long double eps = ((6.5L + 2.0L) * ul + nn * nn * ul * ul) * A * (1.0L + 1e-6L) + ul * fabsl(s);
+    const long double T = -logl((long double)u), dT = 0x1p-58L * (1.0L + T);
+    *de = (double)s;
+    if (s + eps <= 0.0L || s + eps <= T - dT) return 1;
+    if (s - eps >= T + dT) return 0;
+    return -1;
 }

@@ -127,9 +127,11 @@ void hier_tree_move(hier_tree *t, int i, metro_float4 old);
  * cell when rho <= theta d and d - rho >= dcut, d = |x - c|); particle skip
  * (-1: none) is left out, exactly when it sits at `skip_at`; check_overlap
  * asks for the hard-core test against x's species sa (its params row);
- * hi_order: expand to order p, else to p_lo. */
+ * hi_order: expand to order p, else to p_lo; exact_near: Sf from terms in
+ * double (reference = exact: within HIER_EXACT_TERM of the exact terms),
+ * else the reference's float terms. */
 void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_at, double theta, double dcut,
-               int check_overlap, int hi_order, hier_result *r);
+               int check_overlap, int hi_order, int exact_near, hier_result *r);
 
 /* Every partner at once, as the reference's delta() forms its terms: for
  * each particle j != skip the float pair energies E(t, j) and E(o, j) of
@@ -140,6 +142,26 @@ void hier_eval(const hier_tree *t, metro_float4 x, int skip, metro_float4 skip_a
  * before the reference's own delta(), whose value differs from *sum only
  * by the order of the same double additions (DESIGN.md). */
 int hier_exact(const hier_tree *t, metro_float4 tx, metro_float4 ox, int skip, double *sum, double *abs_sum);
+
+/* reference = exact (DESIGN.md, "The exact chain"): every partner's term
+ * of hier_ideal_delta (hier_math.h), in double from the float positions;
+ * *sum their sum, *abs_sum = Σ(|e_t| + |e_o|), *path the summation's
+ * height for hier_ideal_eps (a leaf's terms in four running sums, the
+ * leaves' totals in a double-double sum).  Returns 0, or -1 when some
+ * distance is within a hard core (times 1 + 1e-6) or 0: the last resort
+ * decides those. */
+int hier_exact_ideal(const hier_tree *t, metro_float4 tx, metro_float4 ox, int skip, double *sum, double *abs_sum,
+                     double *path);
+
+/* reference = exact, the last resort: the move of particle i (of n at pos)
+ * to t decided against the exact sum in long double: the wall and the
+ * hard cores by coulomb_hs's float tests (the model's definition, as the
+ * reference has them), every term in long double, their sum by
+ * double-long-double additions, the threshold -ln u by logl.  Returns 1
+ * (accept) or 0 (reject) with *de the sum, or -1 when even that cannot
+ * tell ΔE from the threshold (within ~10^-18 of Φ: never seen). */
+int hier_ideal_reference(const coulomb_hs_params *p, const metro_float4 *pos, int n, int i, metro_float4 t, float u,
+                         double *de);
 
 /* The cell index of coordinate v at level l (clamped into the grid). */
 static inline int hier_coord(const hier_tree *t, int l, double v)

@@ -103,6 +103,8 @@ typedef struct hier {
     double theta, bound_scale;
     long trials;
     char energy;                 /* 'a'uto, 't'ree or 'd'irect: total() */
+    int ideal;                   /* reference = exact: the exact sum's decisions (DESIGN.md, "The exact chain") */
+    int audit;                   /* every CPU decision checked against the long-double sum */
     float step;
     double cell_radius, dmax;
     int nspecies;
@@ -122,6 +124,7 @@ typedef struct hier {
      * rejections count at stage 0), by the reference, all moves */
     long long stage[HIER_MAX_STAGES], exact, fallback, wall, overlap, moves;
     long long cells, direct;
+    long long audit_diff, audit_open; /* audit: decisions other than the exact sum's, and too close to tell */
     /* CUDA: the device path (hier_gpu.c), its batch, and whether the tree
      * must be built from the positions before the next cycle */
     hier_gpu *gpu;
@@ -173,6 +176,10 @@ static const metro_param_decl params[] = {
      "CUDA: trials enclosed in parallel and then decided in order by one block (their mutual terms exact)"},
     {"energy", METRO_PARAM_CHOICE, "auto", 0, 0, "auto|tree|direct", "",
      "the energies the run starts from and checks: the tree's sum (O(N log N), within a bound it logs), the core's direct sum of every pair (O(N^2)), or auto: the tree where the direct sum would take more than about a second"},
+    {"reference", METRO_PARAM_CHOICE, "float", 0, 0, "float|exact", "",
+     "whose decisions the chain makes: float, brush's CPU loop's bit for bit (coulomb_hs's float pair energies; an O(N) exact pass wherever their rounding leaves a move open, a share growing as N^(2/3)); exact, those of the exact sum on the float positions (no float reference's rounding to match: far fewer exact passes, in double)"},
+    {"audit", METRO_PARAM_BOOL, "false", 0, 0, NULL, "",
+     "device = cpu: check every decision against the exact sum in long double (O(N^2), for tests and doubts); reference = exact stops at the first that differs, reference = float counts how often brush's float decision is not the exact sum's"},
     {"bound_scale", METRO_PARAM_REAL, "1", 0, 1e6, NULL, "",
      "factor on the rigorous error bound (1); below 1 decisions may differ from the reference: tests only"},
     METRO_PARAM_END};
@@ -180,6 +187,9 @@ static const metro_param_decl params[] = {
 static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *p, metro_setup *setup,
                   void **self)
 {
+    if (setup->backend == METRO_BACKEND_CUDA && host->param_bool(p, "audit"))
+        return host->fail(ctx, "hierarchical: audit is for device = cpu (it sums every pair on the host for every "
+                               "move); on CUDA compare with a CPU run of the same seed instead");
     if (setup->backend == METRO_BACKEND_CUDA &&
         (host->param_real(p, "tolerance") > 0 || host->param_real(p, "tolerance_refine") > 0))
         return host->fail(ctx, "hierarchical: tolerance and tolerance_refine are for device = cpu; on CUDA every far "
@@ -213,6 +223,8 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     b->bound_scale = host->param_real(p, "bound_scale");
     b->batch = (int)host->param_int(p, "batch");
     b->energy = host->param_string(p, "energy")[0];
+    b->ideal = strcmp(host->param_string(p, "reference"), "exact") == 0;
+    b->audit = host->param_bool(p, "audit");
     b->cell_radius = R;
     b->bjerrum = lb;
     b->nspecies = setup->species;
@@ -289,7 +301,7 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
         const hier_gpu_cfg cfg = {.prm = b->prm, .pot = pot, .pot_self = pot_self, .L = L, .order = b->order,
                                   .order_hi = b->order_hi, .direct_max = b->direct_max, .batch = b->batch, .refine = b->refine, .Rt = Rt,
                                   .theta = b->theta, .dcut = b->dmax * 1.001 + 1e-6, .bound_scale = b->bound_scale,
-                                  .step = b->step};
+                                  .step = b->step, .ideal = b->ideal};
         if (hier_gpu_create(b->host, b->ctx, &cfg, st, &b->gpu)) return -1;
         b->gpu_dirty = 1;
         b->host->log(b->ctx, METRO_LOG_INFO,
@@ -328,7 +340,7 @@ static double ref_sum(int n)
 }
 
 /* One enclosure of both points at opening parameter theta. */
-static void enclose(hier *b, metro_float4 t, metro_float4 o, int i, double theta, int hi, hier_result *rt,
+static void enclose(hier *b, metro_float4 t, metro_float4 o, int i, double theta, int hi, int dbl, hier_result *rt,
                     hier_result *ro)
 {
     const double dcut = b->dmax * 1.001 + 1e-6;
@@ -338,15 +350,15 @@ static void enclose(hier *b, metro_float4 t, metro_float4 o, int i, double theta
 #pragma omp parallel sections num_threads(2)
         {
 #pragma omp section
-            hier_eval(&b->tree, t, i, o, theta, dcut, 1, hi, rt);
+            hier_eval(&b->tree, t, i, o, theta, dcut, 1, hi, dbl, rt);
 #pragma omp section
-            hier_eval(&b->tree, o, i, o, theta, dcut, 0, hi, ro);
+            hier_eval(&b->tree, o, i, o, theta, dcut, 0, hi, dbl, ro);
         }
         return;
     }
 #endif
-    hier_eval(&b->tree, t, i, o, theta, dcut, 1, hi, rt);
-    if (!rt->overlap && !rt->degenerate) hier_eval(&b->tree, o, i, o, theta, dcut, 0, hi, ro);
+    hier_eval(&b->tree, t, i, o, theta, dcut, 1, hi, dbl, rt);
+    if (!rt->overlap && !rt->degenerate) hier_eval(&b->tree, o, i, o, theta, dcut, 0, hi, dbl, ro);
     else memset(ro, 0, sizeof *ro);
 }
 
@@ -375,13 +387,47 @@ static int advance_cuda(hier *b, metro_state *st, long sweeps)
         }
         const double t0 = seconds_now();
         long long acc = 0;
-        if (hier_gpu_cycle(b->gpu, st, trials, &b->gstats, &acc)) return -1;
+        if (hier_gpu_cycle(b->gpu, st, b->cycles + 1, trials, &b->gstats, &acc)) return -1;
         b->t_moves += seconds_now() - t0;
         b->moves += trials;
         st->accepted[0] += acc;
         st->attempted[0] += trials;
         b->cycles++;
         if (brush_cycles_push(&b->cyc, acc)) return -1;
+    }
+    return 0;
+}
+
+/* reference = exact: a move that even the long-double sum cannot tell
+ * from its threshold (never seen: it would need |ΔE + ln u| below about
+ * 10^-18 of Φ).  The run stops rather than decide it some other way. */
+int hier_undecidable(const metro_host_api *host, metro_ctx *ctx, long long cycle, int i, double de, float u)
+{
+    return host->fail(ctx,
+                      "hierarchical: reference = exact: cycle %lld, particle %d: ΔE = %.17g lies within the "
+                      "long-double sum's rounding of the threshold -ln u = %.17g; this decision cannot be "
+                      "certified (please report it); reference = float decides it as brush does",
+                      cycle, i, de, -log((double)u));
+}
+
+/* audit = true: the decision against the exact sum's (hier_ideal_reference,
+ * every pair in long double).  reference = exact must agree always; under
+ * reference = float a difference is the float reference's own rounding,
+ * counted and logged. */
+static int audit(hier *b, const metro_float4 *pos, int i, metro_float4 t, float u, int accept)
+{
+    double xde;
+    const int x = hier_ideal_reference(&b->prm, pos, b->n, i, t, u, &xde);
+    if (x < 0) {
+        b->audit_open++;
+    } else if (x != accept) {
+        b->audit_diff++;
+        if (b->ideal)
+            return b->host->fail(b->ctx,
+                                 "hierarchical: audit: cycle %lld, particle %d: %s, but the exact sum says %s (ΔE = "
+                                 "%.17g, -ln u = %.17g)",
+                                 b->cycles + 1, i, accept ? "accepted" : "rejected", x ? "accept" : "reject", xde,
+                                 -log((double)u));
     }
     return 0;
 }
@@ -414,7 +460,7 @@ static int advance(void *self, metro_state *st, long sweeps)
             }
             const int sa = coulomb_hs_species(o.w);
             const double lz = (double)b->prm.sp[sa].z; /* λ z_a as the reference has it */
-            const double reff = hier_ref_float(&b->prm, sa);
+            const double reff = hier_ref_float(&b->prm, sa), ks = b->ideal ? 0.0 : ksum;
             const double T = -log((double)u[3]);
             const double dT = 1e-12 * (1.0 + T);
             int decided = 0, accept = 0;
@@ -430,7 +476,10 @@ static int advance(void *self, metro_state *st, long sweeps)
                 if (stage == 1) theta = b->theta * HIER_THETA_REFINE;
                 if (stage >= 2) theta = b->theta * ldexp(1.0, 1 - stage);
                 hier_result rt, ro;
-                enclose(b, t, o, i, theta, stage > 0, &rt, &ro);
+                /* reference = exact: the refinements sum their near
+                 * partners in double, so their floor is double rounding */
+                const int dbl = b->ideal && stage > 0;
+                enclose(b, t, o, i, theta, stage > 0, dbl, &rt, &ro);
                 b->cells += rt.cells + ro.cells;
                 b->direct += rt.direct + ro.direct;
                 if (rt.overlap) {
@@ -447,7 +496,8 @@ static int advance(void *self, metro_state *st, long sweeps)
                 /* what no refinement of the far field removes: the
                  * reference's float rounding of the far partners' terms and
                  * of the double sums */
-                const double floor = fabs(lz) * (reff * (rt.Phif + ro.Phif) + ksum * (rt.Phi + ro.Phi));
+                const double floor = hier_floor(b->ideal, fabs(lz), dbl ? HIER_EXACT_TERM : reff, ks, rt.Phid + ro.Phid,
+                                                rt.Phif + ro.Phif, rt.Phi + ro.Phi);
                 const double rest = fabs(lz) * (rt.E + ro.E + (1e-9 + (double)rt.adds * 0x1p-50) * rt.Phi +
                                                 (1e-9 + (double)ro.adds * 0x1p-50) * ro.Phi);
                 const int d = hier_decide(est, b->bound_scale * (floor + rest) * (1.0 + 1e-9), T, dT);
@@ -464,12 +514,18 @@ static int advance(void *self, metro_state *st, long sweeps)
                 }
             }
             if (!decided) {
-                /* every partner's float terms, exactly the reference's: only
-                 * the order of the double sum differs, both sums within
-                 * γ_(n+2) Σ|d_j| of the exact sum of the same terms */
-                double sum = 0.0, abs_sum = 0.0;
-                if (hier_exact(&b->tree, t, o, i, &sum, &abs_sum) == 0) {
-                    const int d = hier_decide(sum, hier_exact_eps(abs_sum, ksum, b->bound_scale), T, dT);
+                /* float: every partner's float terms, exactly the
+                 * reference's: only the order of the double sum differs,
+                 * both sums within γ_(n+2) Σ|d_j| of the exact sum of the
+                 * same terms.  exact: every term in double, within
+                 * hier_ideal_eps of the exact sum */
+                double sum = 0.0, abs_sum = 0.0, path = 0.0;
+                const int rc = b->ideal ? hier_exact_ideal(&b->tree, t, o, i, &sum, &abs_sum, &path)
+                                        : hier_exact(&b->tree, t, o, i, &sum, &abs_sum);
+                if (rc == 0) {
+                    const double eps = b->ideal ? hier_ideal_eps(sum, abs_sum, path, b->bound_scale)
+                                                : hier_exact_eps(abs_sum, ksum, b->bound_scale);
+                    const int d = hier_decide(sum, eps, T, dT);
                     if (d != 2) {
                         decided = 1;
                         accept = d;
@@ -479,10 +535,16 @@ static int advance(void *self, metro_state *st, long sweeps)
                 }
             }
             if (!decided) {
-                de = b->pot->delta(b->pot_self, pos, n, i, t);
-                accept = metro_accept(de, u[3]);
+                if (b->ideal) {
+                    accept = hier_ideal_reference(&b->prm, pos, n, i, t, u[3], &de);
+                    if (accept < 0) return hier_undecidable(b->host, b->ctx, b->cycles + 1, i, de, u[3]);
+                } else {
+                    de = b->pot->delta(b->pot_self, pos, n, i, t);
+                    accept = metro_accept(de, u[3]);
+                }
                 b->fallback++;
             }
+            if (b->audit && audit(b, pos, i, t, u[3], accept)) return -1;
             if (accept) {
                 pos[i] = t;
                 hier_tree_move(&b->tree, i, o);
@@ -519,7 +581,7 @@ static int tree_total(hier *b, double *energy, double *bound, long long *bad)
     for (int i = 0; i < n; ++i) {
         const metro_float4 x = b->st->pos[i];
         hier_result r;
-        hier_eval(&b->tree, x, i, x, b->theta, dcut, 1, 0, &r);
+        hier_eval(&b->tree, x, i, x, b->theta, dcut, 1, 0, 0, &r);
         const double lz = (double)b->prm.sp[coulomb_hs_species(x.w)].z;
         u[2 * i] = r.Sf + lz * r.S;
         u[2 * i + 1] = hier_total_bound(fabs(lz), r.E, r.Phi, (double)r.adds, ksum);
@@ -597,6 +659,10 @@ static int finish(void *self, metro_state *st)
                  b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, b->moves,
                  b->stage[0], b->stage[1], b->stage[2], b->exact, b->fallback, b->wall, b->overlap, (double)b->cells / m,
                  (double)b->direct / m, b->t_rebuild, b->t_moves, b->c_rebuild, b->c_moves);
+    if (b->audit)
+        b->host->log(b->ctx, METRO_LOG_INFO,
+                     "audit: %lld of %lld decisions differ from the exact sum's (long double), %lld too close to tell",
+                     b->audit_diff, b->moves, b->audit_open);
     return 0;
 }
 

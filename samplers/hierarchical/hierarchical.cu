@@ -59,6 +59,45 @@ static __device__ __forceinline__ double hg_ref_delta(float4 t, float4 o, float 
     return (double)__fmul_rn(c, hg_inv(rt2)) - (double)__fmul_rn(c, hg_inv(ro2));
 }
 
+/* reference = exact: a directly summed partner's term (λ z_a) z_b / r in
+ * double from the float positions (within HIER_EXACT_TERM of the exact
+ * term: hier_ideal_delta's argument) */
+static __device__ __forceinline__ double hg_exact_term(float lza, float zb, float4 x, float4 b)
+{
+    const double dx = (double)x.x - (double)b.x, dy = (double)x.y - (double)b.y, dz = (double)x.z - (double)b.z;
+    return (double)lza * (double)zb / sqrt(dx * dx + dy * dy + dz * dz);
+}
+
+/* Partner b's term of trial k's exact pass (t, o; the mover's row sa) and
+ * what it adds to the pass's bound: reference = float, the reference's
+ * own d_j (hg_ref_delta) and |d_j|; reference = exact, the double term of
+ * hier_ideal_delta and |e_t| + |e_o| (`bad` then near a hard core, with a
+ * margin: the float test decides those on the host) */
+static __device__ __forceinline__ double hg_xterm(const hg_args *a, float4 t, float4 o, float4 sa, float4 b, bool &bad,
+                                                  double &abs)
+{
+    const float4 sp = a->prm.sp[coulomb_hs_species(b.w)];
+    if (a->ideal) {
+        const double dm = ((double)sa.y + (double)sp.y) * (1.0 + 1e-6);
+        double ab = 0.0;
+        int bd = 0;
+        const double d = hier_ideal_delta((double)sa.z * (double)sp.x, t, o, b.x, b.y, b.z, dm * dm, &ab, &bd);
+        bad = bd != 0;
+        abs = ab;
+        return d;
+    }
+    const double d = hg_ref_delta(t, o, sa.y, sa.z, b, sp, bad);
+    abs = fabs(d);
+    return d;
+}
+
+/* The exact pass's ±eps around its sum: the reference's summation margin
+ * (float) or hier_ideal_eps with the pass's summation height (exact) */
+static __device__ __forceinline__ double hg_xeps(const hg_args *a, double sum, double abs, double path)
+{
+    return a->ideal ? hier_ideal_eps(sum, abs, path, a->bound_scale) : hier_exact_eps(abs, a->ksum, a->bound_scale);
+}
+
 static __device__ __forceinline__ int hg_coord(const hg_args *a, int l, double v)
 {
     const double f = (v + a->Rt) / a->h[l];
@@ -447,6 +486,9 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
     __shared__ int tflag[HG_TEAM_MAX][3];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int whole = mode == HG_WALK_WHOLE, refined = mode == HG_WALK_REFINE;
+    /* reference = exact: the refined look sums its near partners in double,
+     * so its floor is double rounding (hier_floor) */
+    const bool dbl = refined && a.ideal;
     const int team = refined ? (int)(blockDim.x >> 5) : 1, wi = team > 1 ? warp : 0;
     const int p = refined ? (int)blockIdx.x : (int)(blockIdx.x * (blockDim.x >> 5)) + warp;
     if (p >= (whole ? a.S : refined ? 2 * *a.nclist : 2 * a.S)) return;
@@ -606,7 +648,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
                 continue;
             }
             const float inv = hg_inv(r2);
-            Sf += (double)__fmul_rn(__fmul_rn(sa.z, b.w), inv);
+            Sf += dbl ? hg_exact_term(sa.z, b.w, x, b) : (double)__fmul_rn(__fmul_rn(sa.z, b.w), inv);
             Phid += (double)fabsf(b.w) * (double)inv;
             ++nd;
         }
@@ -631,7 +673,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
             continue;
         }
         const float inv = hg_inv(r2);
-        Sf += (double)__fmul_rn(__fmul_rn(sa.z, sb.x), inv);
+        Sf += dbl ? hg_exact_term(sa.z, sb.x, x, b) : (double)__fmul_rn(__fmul_rn(sa.z, sb.x), inv);
         Phid += (double)fabsf(sb.x) * (double)inv;
         ++nd;
     }
@@ -677,6 +719,8 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
         /* each near |z|/r from the float 1/r (within 1.5 ulp): widened 1e-6 */
         r.Phi = Phi + Phid * (1.0 + 1e-6);
         r.Phif = Phif;
+        r.Phid = Phid * (1.0 + 1e-6);
+        r.exact_near = dbl;
         r.adds = adds;
         r.overlap = overlap;
         r.degenerate = degenerate;
@@ -795,9 +839,14 @@ extern "C" __global__ void hg_prep(hg_args a)
     r.T = -log((double)u);
     r.dT = 1e-12 * (1.0 + r.T);
     r.est = (rt.Sf - ro.Sf) + lz * (rt.S - ro.S);
-    const double floor = alz * (hier_ref_float(&a.prm, sa) * (rt.Phif + ro.Phif) + a.ksum * (rt.Phi + ro.Phi));
+    const double reff = hier_ref_float(&a.prm, sa);
+    const double fnear = rt.exact_near && ro.exact_near ? HIER_EXACT_TERM : reff;
+    const double floor = hier_floor(a.ideal, alz, fnear, a.ideal ? 0.0 : a.ksum, rt.Phid + ro.Phid, rt.Phif + ro.Phif,
+                                    rt.Phi + ro.Phi);
     const double rest = alz * (rt.E + ro.E + (1e-9 + rt.adds * 0x1p-50) * rt.Phi + (1e-9 + ro.adds * 0x1p-50) * ro.Phi);
-    const double mates = a.ksum * absA + (double)(a.S + 1) * 0x1p-53 * (fabs(r.est) + absA);
+    /* the mates' float terms: the reference's summation (float) or their
+     * rounding against the exact terms (exact); our running sum's */
+    const double mates = (a.ideal ? reff : a.ksum) * absA + (double)(a.S + 1) * 0x1p-53 * (fabs(r.est) + absA);
     r.absA = absA;
     r.eps = a.bound_scale * (floor + rest + mates * (1.0 + 1e-6)) * (1.0 + 1e-9);
     r.blocked = coulomb_hs_external(&a.prm, t) != 0.0f || rt.overlap;
@@ -833,10 +882,11 @@ static __device__ void hg_exact_part(const hg_args *a, int k, int i0, int i1, in
         if (i == skip) continue;
         const float4 b = a->pos[i];
         bool b_bad;
-        const double d = hg_ref_delta(t, o, sa.y, sa.z, b, a->prm.sp[coulomb_hs_species(b.w)], b_bad);
+        double ab;
+        const double d = hg_xterm(a, t, o, sa, b, b_bad, ab);
         bad |= b_bad;
         sum += d;
-        abs += fabs(d);
+        abs += ab;
     }
     const int t_ = threadIdx.x;
     ss[t_] = sum;
@@ -960,11 +1010,12 @@ static __device__ __noinline__ void hg_xchunk(const hg_args *a, int k, int c)
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             bool b_bad;
-            const double d = hg_ref_delta(t, o, sa.y, sa.z, b[u], a->prm.sp[coulomb_hs_species(b[u].w)], b_bad);
+            double ab;
+            const double d = hg_xterm(a, t, o, sa, b[u], b_bad, ab);
             const bool use = i + 32 * u < i1 && i + 32 * u != skip;
             bad |= use && b_bad;
             sum += use ? d : 0.0;
-            abs += use ? fabs(d) : 0.0;
+            abs += use ? ab : 0.0;
         }
     }
 #pragma unroll
@@ -1080,7 +1131,7 @@ static __device__ __noinline__ int hg_xpass(const hg_args *a, unsigned epoch, in
     if (tot[2] != 0.0) return 2;
     const hg_trial tr = a->tr[j];
     *de = tot[0];
-    return hier_decide(tot[0], hier_exact_eps(tot[1], a->ksum, a->bound_scale), tr.T, tr.dT);
+    return hier_decide(tot[0], hg_xeps(a, tot[0], tot[1], a->xpath), tr.T, tr.dT);
 }
 
 /* Warp w's share of a 32 x 32 block of the mates' terms: rows mates
@@ -1358,7 +1409,7 @@ extern "C" __global__ void hg_exact_decide(hg_args a, int k, int blocks)
         return;
     }
     const hg_trial tr = a.tr[k];
-    const int d = hier_decide(sum, hier_exact_eps(abs, a.ksum, a.bound_scale), tr.T, tr.dT);
+    const int d = hier_decide(sum, hg_xeps(&a, sum, abs, a.spath), tr.T, tr.dT);
     if (d == 2) {
         st->exact_bad = 2;
         return;

@@ -9,6 +9,11 @@
  *                   3:-1 melt of close decisions, 20 cycles each (and, built
  *                   with HIER_LARGE as test_hierarchical_large, N = 65,536
  *                   at the paper's density, 5 cycles);
+ *   exact           reference = exact: the exact pass in double within its
+ *                   bound of the long-double sum, the last resort's
+ *                   decisions a float step of u from ΔE; the chain audited
+ *                   decision by decision against the long-double sum (and
+ *                   still brush's at N = 4096), an unbounded one caught;
  *   rounding        the floor's factor per moving species (hier_ref_float)
  *                   against its definition, and random far terms inside it;
  *   broken bound    with bound_scale = 0 (no error bound) the dense chain
@@ -97,7 +102,8 @@ START_TEST(enclosure)
                 metro_float4 x = q % 4 == 1 ? pos[skip] : random_in_ball(&seed, R, 0.0f);
                 metro_float4 at = skip >= 0 ? pos[skip] : x;
                 hier_result r;
-                hier_eval(&t, x, skip, at, thetas[b], 0.0, 0, hi, &r);
+                const int dbl = (q & 4) != 0; /* near terms in double (reference = exact's refinements) */
+                hier_eval(&t, x, skip, at, thetas[b], 0.0, 0, hi, dbl, &r);
                 if (r.degenerate) continue;
                 long double exact = 0.0L, phi = 0.0L;
                 for (int j = 0; j < n; ++j) {
@@ -112,8 +118,9 @@ START_TEST(enclosure)
                 const double lz = (double)prm.sp[coulomb_hs_species(x.w)].z;
                 const double err = fabs((double)((long double)r.Sf / lz + (long double)r.S - exact));
                 /* our own rounding is allowed 1e-9 Phi (hierarchical.c),
-                 * the float terms 16 float ulps */
-                const double bound = r.E + 1e-9 * r.Phi + 16 * 0x1p-24 * r.Phid;
+                 * the float terms 16 float ulps, the double ones
+                 * HIER_EXACT_TERM */
+                const double bound = r.E + 1e-9 * r.Phi + (dbl ? HIER_EXACT_TERM : 16 * 0x1p-24) * r.Phid;
                 ck_assert_msg(err <= bound, "order %d theta %g: error %.3g > bound %.3g (E %.3g, Phi %.6g)", orders[a],
                               thetas[b], err, bound, r.E, r.Phi);
                 ck_assert_msg(r.Phi >= (double)phi * (1 - 1e-12), "Phi %.10g below %.10g", r.Phi, (double)phi);
@@ -126,9 +133,9 @@ START_TEST(enclosure)
         /* the rebuilt tree gives the same enclosure to rounding */
         hier_result r1, r2;
         metro_float4 x = random_in_ball(&seed, R, 0.0f);
-        hier_eval(&t, x, -1, x, 0.5, 0.0, 0, 1, &r1);
+        hier_eval(&t, x, -1, x, 0.5, 0.0, 0, 1, 0, &r1);
         hier_tree_rebuild(&t);
-        hier_eval(&t, x, -1, x, 0.5, 0.0, 0, 1, &r2);
+        hier_eval(&t, x, -1, x, 0.5, 0.0, 0, 1, 0, &r2);
         ck_assert_double_eq_tol(r1.S, r2.S, 1e-10 * r1.Phi);
         ck_assert_double_eq_tol(r1.Sf, r2.Sf, 1e-12 * fabs(r1.Sf));
         ck_assert(r1.cells > 0 && r1.direct < n);
@@ -161,7 +168,7 @@ START_TEST(overlap_is_found)
         int want = 0;
         for (int k = 0; k < n; ++k) want |= coulomb_hs_pair(&prm, x, pos[k]) == INFINITY;
         hier_result r;
-        hier_eval(&t, x, -1, x, 0.5, 7.5 * 1.001 + 1e-6, 1, q & 1, &r);
+        hier_eval(&t, x, -1, x, 0.5, 7.5 * 1.001 + 1e-6, 1, q & 1, 0, &r);
         ck_assert_int_eq(r.overlap, want);
     }
     hier_tree_free(&t);
@@ -274,6 +281,92 @@ START_TEST(exact_pass_is_the_reference)
 }
 END_TEST
 
+/* ---- reference = exact ---------------------------------------------------- */
+
+/* The exact pass in double (hier_exact_ideal) against the long-double sum
+ * of the exact terms: within its bound hier_ideal_eps, and that bound some
+ * 10^-15 of Σ|terms| (the float reference's floor is 3.6e-7 of it); and
+ * the last resort (hier_ideal_reference) deciding moves whose threshold
+ * lies a float ulp of u from ΔE, against the long-double comparison. */
+START_TEST(exact_pass_ideal)
+{
+    const double R = 300.0;
+    coulomb_hs_params prm = params_3to1(R, 3.75f);
+    unsigned long long seed = 7;
+    const int n = 3000;
+    metro_float4 *pos = malloc((size_t)n * sizeof *pos);
+    for (int i = 0; i < n; ++i) {
+        for (;;) {
+            pos[i] = random_in_ball(&seed, R - 3.75, (float)(i % 4 != 0));
+            int ok = 1;
+            for (int j = 0; j < i && ok; ++j) ok = coulomb_hs_pair(&prm, pos[i], pos[j]) != INFINITY;
+            if (ok) break;
+        }
+    }
+    hier_tree t;
+    ck_assert_int_eq(hier_tree_init(&t, pos, n, &prm, 4, 2, 3, R * (1 + 1e-6)), 0);
+    int checked = 0, close = 0;
+    double worst = 0.0, widest = 0.0;
+    for (int q = 0; q < 400; ++q) {
+        const int i = (int)(urand(&seed) * n);
+        const metro_float4 o = pos[i];
+        metro_float4 x = random_in_ball(&seed, R - 3.75, o.w);
+        const metro_float4 sa = prm.sp[coulomb_hs_species(o.w)];
+        long double ex = 0.0L, A = 0.0L;
+        int allowed = 1;
+        for (int j = 0; j < n; ++j) {
+            if (j == i) continue;
+            allowed &= coulomb_hs_pair(&prm, x, pos[j]) != INFINITY;
+            const long double c = (long double)sa.z * prm.sp[coulomb_hs_species(pos[j].w)].x;
+            const long double tx = (long double)x.x - pos[j].x, ty = (long double)x.y - pos[j].y,
+                              tz = (long double)x.z - pos[j].z;
+            const long double ox = (long double)o.x - pos[j].x, oy = (long double)o.y - pos[j].y,
+                              oz = (long double)o.z - pos[j].z;
+            const long double et = c / sqrtl(tx * tx + ty * ty + tz * tz), eo = c / sqrtl(ox * ox + oy * oy + oz * oz);
+            ex += et - eo;
+            A += fabsl(et) + fabsl(eo);
+        }
+        double sum = 0.0, abs_sum = 0.0, path = 0.0;
+        const int rc = hier_exact_ideal(&t, x, o, i, &sum, &abs_sum, &path);
+        if (!allowed) ck_assert_int_eq(rc, -1); /* the float hard-core test's overlaps are all flagged */
+        float u = 0.5f;
+        double de = 0.0;
+        if (!allowed) {
+            ck_assert_int_eq(hier_ideal_reference(&prm, pos, n, i, x, u, &de), 0);
+            continue;
+        }
+        if (rc != 0) continue; /* within 1e-6 of a hard core: the last resort's */
+        const double eps = hier_ideal_eps(sum, abs_sum, path, 1.0);
+        ck_assert_msg(fabsl((long double)sum - ex) <= eps, "exact pass %.17g, exact %.20Lg, allowed %.3g", sum, ex, eps);
+        worst = fmax(worst, (double)(fabsl((long double)sum - ex) / eps));
+        widest = fmax(widest, eps / (double)A);
+        ck_assert_msg(eps < 1e-13 * (double)A, "the bound %.3g is %.3g of Σ|terms|", eps, eps / (double)A);
+        /* thresholds a float step of u either side of ΔE: the last resort
+         * decides as the long-double comparison (ΔE <= 0 always accepts) */
+        const float u0 = (float)expl(-ex);
+        const float us[3] = {u0, nextafterf(u0, 0.0f), nextafterf(u0, 2.0f)};
+        for (int k = 0; k < 3; ++k) {
+            u = us[k];
+            if (!(u > 0.0f && u <= 1.0f)) continue;
+            const long double T = -logl((long double)u);
+            if (fabsl(T - ex) < 1e-12L * (1.0L + T)) continue; /* too close for the check's own log */
+            const int want = ex <= 0.0L || ex < T;
+            ck_assert_int_eq(hier_ideal_reference(&prm, pos, n, i, x, u, &de), want);
+            ++close;
+        }
+        ++checked;
+        pos[i] = x; /* accept, so the leaves fill and overflow */
+        hier_tree_move(&t, i, o);
+    }
+    printf("exact pass in double: %d moves, error at most %.3g of its bound, bound at most %.3g of Σ|terms|; "
+           "%d decisions a float step of u from ΔE\n", checked, worst, widest, close);
+    ck_assert_int_gt(checked, 100);
+    ck_assert_int_gt(close, 200);
+    hier_tree_free(&t);
+    free(pos);
+}
+END_TEST
+
 /* ---- the same chain as brush --------------------------------------------- */
 
 /* Number of coordinates that differ by more than 1e-4 Å, and whether the
@@ -343,6 +436,37 @@ START_TEST(same_chain_dense_coarse)
     /* few levels of work per move: low order, wide theta, no refinement,
      * so most moves fall back to the reference */
     same_chain(2048, 90.0, 10, "step = 6", "order = 1\norder_refine = 1\ntheta = 0.8\nrefine = 0");
+}
+END_TEST
+
+START_TEST(exact_chain_audited)
+{
+    /* reference = exact: every decision checked against the long-double
+     * sum as it is made (audit), and the chain is brush's too: at these
+     * sizes brush's float rounding flips none of the exact sum's decisions
+     * (which an audit of the brush-like chain, reference = float, reports:
+     * 0 of 81,920 here) */
+    same_chain(4096, 110.0, 20, "step = 6", "reference = exact\naudit = true");
+    same_chain(4096, 598.0, 20, "step = 0", "reference = exact\naudit = true");
+}
+END_TEST
+
+START_TEST(exact_audit_can_fail)
+{
+    /* no error bound (monopoles, wide cells): the audit stops the run at
+     * the first decision that is not the exact sum's */
+    char ini[2048];
+    ini_electrolyte(ini, sizeof ini, 21, 2048, 90.0,
+                    "plugin = hierarchical\nstep = 6\norder = 0\norder_refine = 0\ntheta = 0.8\nrefine = 0\n"
+                    "bound_scale = 0\nreference = exact\naudit = true");
+    metro_sim *sim = metro_test_sim(ini, "cpu", NULL, 0);
+    metro_error err = {0};
+    int rc = METRO_OK;
+    for (int k = 0; k < 10 && rc == METRO_OK; ++k) rc = metro_sim_advance(sim, 1, &err);
+    printf("bound_scale = 0 under audit: %s\n", rc == METRO_OK ? "no difference found" : err.msg);
+    ck_assert_msg(rc != METRO_OK, "an unbounded estimate passed the audit: it cannot fail");
+    ck_assert_msg(strstr(err.msg, "audit") && strstr(err.msg, "exact sum says"), "message: %s", err.msg);
+    metro_sim_destroy(sim);
 }
 END_TEST
 
@@ -419,7 +543,23 @@ static double fake_real(const metro_params *p, const char *name)
     return strcmp(name, "tolerance") == 0 ? 1e-4 : 0.0;
 }
 
-/* On CUDA every far cell takes `order`: a tolerance is refused, by name. */
+/* ... and audit = true, for refuses_cuda_audit */
+static int fake_audit;
+static int fake_bool(const metro_params *p, const char *name)
+{
+    (void)p;
+    return fake_audit && strcmp(name, "audit") == 0;
+}
+
+static double no_real(const metro_params *p, const char *name)
+{
+    (void)p;
+    (void)name;
+    return 0.0;
+}
+
+/* On CUDA every far cell takes `order`: a tolerance is refused, by name;
+ * so is the audit (CPU only). */
 START_TEST(refuses_cuda_tolerance)
 {
     char path[4096];
@@ -436,6 +576,7 @@ START_TEST(refuses_cuda_tolerance)
     host.version = METRO_ABI_VERSION;
     host.fail = record_fail;
     host.param_real = fake_real;
+    host.param_bool = fake_bool;
     metro_setup setup;
     memset(&setup, 0, sizeof setup);
     setup.particles = 100;
@@ -447,6 +588,13 @@ START_TEST(refuses_cuda_tolerance)
     ck_assert_int_ne(api->create(&host, NULL, NULL, &setup, &self), 0);
     ck_assert_msg(strstr(cuda_msg, "tolerance") != NULL && strstr(cuda_msg, "device = cpu") != NULL, "message: %s",
                   cuda_msg);
+    /* the audit sums every pair on the host for every move: CPU only */
+    fake_audit = 1;
+    host.param_real = no_real;
+    ck_assert_int_ne(api->create(&host, NULL, NULL, &setup, &self), 0);
+    ck_assert_msg(strstr(cuda_msg, "audit") != NULL && strstr(cuda_msg, "device = cpu") != NULL, "message: %s",
+                  cuda_msg);
+    fake_audit = 0;
     dlclose(h);
 }
 END_TEST
@@ -536,7 +684,8 @@ int main(void)
     add(tc, "same_chain_dilute_65536", same_chain_dilute_65536);
     (void)enclosure, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)reference_rounding, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
     (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda_tolerance;
-    (void)resume_is_exact, (void)tree_energy;
+    (void)resume_is_exact, (void)tree_energy, (void)exact_pass_ideal, (void)exact_chain_audited,
+        (void)exact_audit_can_fail;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 #else
@@ -552,6 +701,9 @@ int main(void)
     add(tc, "same_chain_dense_coarse", same_chain_dense_coarse);
     add(tc, "broken_bound_is_caught", broken_bound_is_caught);
     add(tc, "tree_energy", tree_energy);
+    add(tc, "exact_pass_ideal", exact_pass_ideal);
+    add(tc, "exact_chain_audited", exact_chain_audited);
+    add(tc, "exact_audit_can_fail", exact_audit_can_fail);
     add(tc, "two_ions", two_ions);
     add(tc, "refusals", refusals);
     add(tc, "refuses_cuda_tolerance", refuses_cuda_tolerance);

@@ -17,7 +17,13 @@
  *                (the deciding warp sums every chunk) or one;
  *   refined look at low orders most trials get a refined look: walked by
  *                a team of warps (the default) or by one warp, the chain
- *                is the reference's, the same bits either way. */
+ *                is the reference's, the same bits either way;
+ *   exact        reference = exact: the CUDA chain is the CPU's (whose
+ *                decisions test_hierarchical audits against the
+ *                long-double sum), dense at N = 4096, at the paper's
+ *                density at 65,536, and coarse (exact passes in double
+ *                inside the chain and at stops, in batches of 64); without
+ *                a bound it parts. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +191,17 @@ START_TEST(refined_look_team)
 }
 END_TEST
 
+START_TEST(exact_chain)
+{
+    same(4096, 110.0, 20, "hierarchical", "step = 6\nreference = exact", "", 1);
+    same(2048, 90.0, 10, "hierarchical", "step = 6\nreference = exact\norder = 1\norder_refine = 1\ntheta = 0.8\nrefine = 0",
+         "batch = 64", 1);
+    same(65536, 598.0 * cbrt(16.0), 5, "hierarchical", "step = 0\nreference = exact", "", 1);
+    ck_assert_msg(same(4096, 110.0, 5, "hierarchical", "step = 6\nreference = exact", "bound_scale = 0\nrefine = 0", 0),
+                  "with no error bound the exact CUDA chain still equals the CPU's: the comparison cannot fail");
+}
+END_TEST
+
 int main(void)
 {
     METRO_TEST_REQUIRE_GPU();
@@ -200,6 +217,7 @@ int main(void)
     tcase_add_test(tc, refined_look_team);
     tcase_add_test(tc, tree_energy);
     tcase_add_test(tc, same_chain_65536);
+    tcase_add_test(tc, exact_chain);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }
