@@ -74,6 +74,13 @@
 #define HG_WALK_FIRST 0
 #define HG_WALK_REFINE 1
 #define HG_WALK_WHOLE 2
+
+/* The refined look's opening parameter, in theta: HIER_THETA_REFINE (the
+ * CPU's first refinement) under reference = float, whose floor a closer
+ * look cannot lower; closer under reference = exact, which has no floor
+ * to stop it (2^22 on the H100: 0.85 left 17,569 exact passes in 2 cycles,
+ * 0.6 left 252, in the same time; 0.45 was 19% slower) */
+#define HG_THETA_REFINE_EXACT 0.6
 /* Threads of the total energy's chunk sums (hg_total_sum), a power of two */
 #define HG_TSUM 256
 /* Partner chunks of the mates' terms (hg_tri) */
@@ -129,6 +136,7 @@ typedef struct hg_args {
     int ideal;                      /* reference = exact (DESIGN.md, "The exact chain") */
     double xpath, spath;            /* reference = exact: the summation heights of the chain's and a stop's exact passes */
     double close_sig;               /* hg_prep's margin for a refined look, in the mates' sigmas */
+    double theta_refine;            /* the refined look's opening parameter (HG_THETA_REFINE_EXACT) */
     int m[HIER_MAX_LEVEL + 1];
     double h[HIER_MAX_LEVEL + 1], rho[HIER_MAX_LEVEL + 1];
     long long cell0[HIER_MAX_LEVEL + 1]; /* first cell of level l in the cell arrays */

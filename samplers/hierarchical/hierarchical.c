@@ -1,7 +1,8 @@
 /* hierarchical — sequential-updating Metropolis for charged hard spheres
  * that makes, from the same random numbers, exactly the decisions of the
- * brush sampler's CPU path (the sequential reference), without summing
- * over every partner for every move (DESIGN.md in this folder).
+ * brush sampler's CPU path (the sequential reference; reference = float)
+ * or of the exact sum on the float positions (reference = exact), without
+ * summing over every partner for every move (DESIGN.md in this folder).
  *
  * A cycle is brush's: every particle in index order tries one move, a
  * displacement uniform in the cube of side D around it (brush.h's trial,
@@ -21,6 +22,13 @@
  * the reference's own delta() does.  Hard-core overlaps and the wall are tested with coulomb_hs's
  * own float expressions.
  *
+ * reference = exact (DESIGN.md, "The exact chain"): the target is the
+ * exact sum, so the floor is only the rounding of the float terms summed
+ * directly in the first look; the refinements sum those in double, the
+ * exact pass is in double (hier_exact_ideal) and the last resort a
+ * long-double sum (hier_ideal_reference).  audit = true checks every CPU
+ * decision against that long-double sum.
+ *
  * Needs (checked in create() and start()): a potential that declares a
  * Bjerrum length, species with charges and diameters and a spherical cell
  * (metro_setup), has no bonds, and whose device parameter block is
@@ -30,7 +38,8 @@
  * On CUDA (hier_gpu.c, hierarchical.cu; DESIGN.md "The GPU path") the same
  * decisions come from batches of `batch` trials enclosed in parallel and
  * decided in order; with refine > 0 the trials the first look leaves near
- * their threshold get one refined look (order_refine at 0.85 theta), and
+ * their threshold get one refined look (order_refine at 0.85 theta; 0.6
+ * theta under reference = exact), and
  * what that leaves open goes to the exact pass (the further stages,
  * `tolerance` and `threads` are the CPU's).
  *
@@ -67,6 +76,10 @@
  *                  (total(), ABI 5): the tree's sum (O(N log N), within a
  *                  bound it logs), the core's direct sum (O(N^2)), or auto:
  *                  the tree where the direct sum would take over a second
+ *   reference = float  whose decisions: brush's CPU loop's (float), or the
+ *                  exact sum's on the float positions (exact)
+ *   audit = false  device = cpu: each decision checked against the
+ *                  long-double sum (O(N^2))
  *   bound_scale = 1  multiplies the bound; 1 is the rigorous value.  Below 1
  *                  the guarantee is gone: for the tests that show a broken
  *                  bound is caught.
@@ -739,6 +752,7 @@ static const metro_sampler_api api = {
 };
 
 METRO_PLUGIN(sampler, "hierarchical", "0.1.0",
-             "sequential Metropolis for coulomb_hs with brush's exact decisions from an octree with rigorous "
-             "bounds (CPU and CUDA; needs a Coulomb hard-sphere potential with coulomb_hs's parameters)",
+             "sequential Metropolis for coulomb_hs with brush's decisions (reference = float) or the exact sum's "
+             "(reference = exact) from an octree with rigorous bounds (CPU and CUDA; needs a Coulomb hard-sphere "
+             "potential with coulomb_hs's parameters)",
              params, api)

@@ -495,7 +495,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
     const int k = whole ? p : refined ? a.clist[p >> 1] : p >> 1, is_t = !whole && !(p & 1);
     const int out = whole ? p : 2 * k + (p & 1); /* where the result goes in pts */
     const int q = refined ? a.pm - HIER_EXTRA : a.p_lo;
-    const double theta = refined ? a.theta * HIER_THETA_REFINE : a.theta;
+    const double theta = refined ? a.theta_refine : a.theta;
     const float4 o = whole ? a.pos[a.b0 + k] : a.told[k];
     const float4 x = is_t ? a.ttri[k] : o;
     const int mate_hi = whole ? 0 : a.b0 + a.S; /* mates: [b0, mate_hi) */
