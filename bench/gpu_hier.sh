@@ -13,13 +13,12 @@
 #       energy from the tree (energy = tree) and, for N <= DIRECT_MAX
 #       (default 2^22), from the core's direct sum (energy = direct)
 #   scripts/gpu.sh bash bench/gpu_hier.sh table N...  the issue's table:
-#       seconds per cycle of brush and hierarchical in the same run (the
-#       samplers' own sampling time, "done: ... in T s", over SWEEPS
-#       cycles, default 2; brush takes BRUSH_SWEEPS, default 1, above 2^20),
-#       the fraction of moves the enclosure alone decided, the ratio
-#   scripts/gpu.sh bash bench/gpu_hier.sh table2 N...  the same with both
-#       references in one run: brush, hierarchical reference = float and
-#       reference = exact per cycle, the exact passes and stops of each
+#       seconds per cycle of brush and of hierarchical with reference =
+#       float and reference = exact, in the same run (the samplers' own
+#       sampling time, "done: ... in T s", over SWEEPS cycles, default 2;
+#       brush takes BRUSH_SWEEPS, default 1, above 2^20; NO_BRUSH=1 skips
+#       it), the fraction of moves the enclosure alone decided, the exact
+#       passes and the host's stops of each, the ratios
 set -uo pipefail
 out=${OUT:-/tmp}
 export METRO_CACHE_DIR=/tmp/metro-cache
@@ -96,29 +95,6 @@ energy = $how" > /tmp/t_s.ini
   done
   ;;
 table)
-  shift
-  echo "| N | brush s/cycle | hierarchical s/cycle | brush / hierarchical | decided by the enclosure | exact (in the chain, after a stop) | reference |"
-  echo "|---|---|---|---|---|---|---|"
-  for n in "$@"; do
-    sw=${SWEEPS:-2}; bsw=$sw; [ $n -gt 1048576 ] && bsw=${BRUSH_SWEEPS:-1}
-    ini $n hierarchical $sw "${EXTRA:-}" > /tmp/t_h.ini
-    rm -rf /tmp/t_h /tmp/t_b
-    timeout 560 build-gpu/bin/metro run /tmp/t_h.ini --output /tmp/t_h --overwrite --quiet > $out/run_h_$n.txt 2>&1
-    ini $n brush $bsw "" > /tmp/t_b.ini
-    [ "${NO_BRUSH:-0}" = 1 ] || timeout 560 build-gpu/bin/metro run /tmp/t_b.ini --output /tmp/t_b --overwrite --quiet > /dev/null 2>&1
-    cp /tmp/t_h/log.txt $out/log_h_$n.txt 2>/dev/null; cp /tmp/t_b/log.txt $out/log_b_$n.txt 2>/dev/null
-    grep -qsE 'done:' /tmp/t_h/log.txt || { echo "| $n | hierarchical failed: $(tail -3 $out/run_h_$n.txt | tr '\n' ' ') |"; continue; }
-    th=$(grep -oE 'done: [0-9]+ sweeps in [0-9.e+-]+ s' /tmp/t_h/log.txt | awk -v s=$sw '{print $5/s}')
-    tb=$(grep -osE 'done: [0-9]+ sweeps in [0-9.e+-]+ s' /tmp/t_b/log.txt | awk -v s=$bsw '{print $5/s}')
-    [ -n "$tb" ] || tb=nan
-    line=$(grep -E 'hierarchical: [0-9]+ cycles' /tmp/t_h/log.txt)
-    mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
-    ex=$(echo "$line" | sed -E 's/.*exact ([0-9]+) \(in the chain ([0-9]+), after a stop ([0-9]+)\).*/\1 (\2, \3)/')
-    rf=$(echo "$line" | sed -E 's/.*reference ([0-9]+).*/\1/')
-    echo "| $n | $tb | $th | $(awk -v a=$tb -v b=$th 'BEGIN{printf "%.2f", a/b}') | $(awk -v a=$en -v b=$mv 'BEGIN{printf "%.4f", a/b}') | $ex | $rf |"
-  done
-  ;;
-table2)
   shift
   echo "| N | brush s/cycle | float s/cycle | exact s/cycle | brush / exact | float / exact | enclosure (float, exact) | exact passes (float, exact) | reference (float, exact) |"
   echo "|---|---|---|---|---|---|---|---|---|"

@@ -229,6 +229,25 @@ START_TEST(reference_rounding)
 }
 END_TEST
 
+/* n hard spheres of the 3:-1 melt (every fourth a cation) placed at
+ * random without overlap in the ball of radius R, and their tree (orders
+ * 4 and 2, three levels) */
+static metro_float4 *hard_spheres(unsigned long long *seed, int n, double R, const coulomb_hs_params *prm,
+                                  hier_tree *t)
+{
+    metro_float4 *pos = malloc((size_t)n * sizeof *pos);
+    for (int i = 0; i < n; ++i) {
+        for (;;) {
+            pos[i] = random_in_ball(seed, R - 3.75, (float)(i % 4 != 0));
+            int ok = 1;
+            for (int j = 0; j < i && ok; ++j) ok = coulomb_hs_pair(prm, pos[i], pos[j]) != INFINITY;
+            if (ok) break;
+        }
+    }
+    ck_assert_int_eq(hier_tree_init(t, pos, n, prm, 4, 2, 3, R * (1 + 1e-6)), 0);
+    return pos;
+}
+
 /* hier_exact forms every partner's float terms exactly as the reference's
  * delta() (coulomb_hs_pair at t and at o, their double difference): its
  * sum may differ from the reference's only by the order of the double
@@ -241,17 +260,8 @@ START_TEST(exact_pass_is_the_reference)
     coulomb_hs_params prm = params_3to1(R, 3.75f);
     unsigned long long seed = 99;
     const int n = 3000;
-    metro_float4 *pos = malloc((size_t)n * sizeof *pos);
-    for (int i = 0; i < n; ++i) {
-        for (;;) {
-            pos[i] = random_in_ball(&seed, R - 3.75, (float)(i % 4 != 0));
-            int ok = 1;
-            for (int j = 0; j < i && ok; ++j) ok = coulomb_hs_pair(&prm, pos[i], pos[j]) != INFINITY;
-            if (ok) break;
-        }
-    }
     hier_tree t;
-    ck_assert_int_eq(hier_tree_init(&t, pos, n, &prm, 4, 2, 3, R * (1 + 1e-6)), 0);
+    metro_float4 *pos = hard_spheres(&seed, n, R, &prm, &t);
     int checked = 0;
     for (int q = 0; q < 400; ++q) {
         const int i = (int)(urand(&seed) * n);
@@ -294,17 +304,8 @@ START_TEST(exact_pass_ideal)
     coulomb_hs_params prm = params_3to1(R, 3.75f);
     unsigned long long seed = 7;
     const int n = 3000;
-    metro_float4 *pos = malloc((size_t)n * sizeof *pos);
-    for (int i = 0; i < n; ++i) {
-        for (;;) {
-            pos[i] = random_in_ball(&seed, R - 3.75, (float)(i % 4 != 0));
-            int ok = 1;
-            for (int j = 0; j < i && ok; ++j) ok = coulomb_hs_pair(&prm, pos[i], pos[j]) != INFINITY;
-            if (ok) break;
-        }
-    }
     hier_tree t;
-    ck_assert_int_eq(hier_tree_init(&t, pos, n, &prm, 4, 2, 3, R * (1 + 1e-6)), 0);
+    metro_float4 *pos = hard_spheres(&seed, n, R, &prm, &t);
     int checked = 0, close = 0;
     double worst = 0.0, widest = 0.0;
     for (int q = 0; q < 400; ++q) {
