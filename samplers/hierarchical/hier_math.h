@@ -231,23 +231,32 @@ METRO_HD double hier_floor(int exact, double alz, double f, double ksum, double 
     return exact ? alz * f * phid : alz * (f * phif + ksum * phi);
 }
 
-/* reference = exact: partner b's term of a move o -> t from the float
- * positions in double, e_x = c / sqrt(r_x^2) with c = λ z_a z_b (a product
- * of two floats: exact in double), d = e_t - e_o; adds |e_t| + |e_o| to
- * *abs and flags *bad where a distance is at most dmin (1 + 1e-6) (an
- * overlap or a coincidence: the float hard-core test decides those, in
- * the last resort).  Each difference of coordinates rounds once, each
- * square once, the two additions once each, the square root, the
- * quotient: r^2 within (1 ± u)^5, e_x within 4.5u(1 + u) of c / r, and the
- * difference once more: d is within HIER_EXACT_TERM (|e_t| + |e_o|) of the
- * exact difference (u = 2^-53; a fused multiply-add only rounds less). */
+/* reference = exact: the squared distance of x and b in double from the
+ * float positions, and the term c / sqrt(r^2) that every exact-mode sum
+ * adds (c = λ z_a z_b, a product of two floats: exact in double).  Each
+ * difference of coordinates rounds once, each square once, the two
+ * additions once each: r^2 within (1 ± u)^5 of the exact one; then the
+ * square root and the quotient: the term within 4.5u(1 + u) of c / r
+ * (u = 2^-53; a fused multiply-add only rounds less).  HIER_EXACT_TERM
+ * bounds that with room for one more rounding (a difference of two
+ * terms). */
 #define HIER_EXACT_TERM (6.5 * 0x1p-53)
+METRO_HD double hier_exact_r2(metro_float4 x, float bx, float by, float bz)
+{
+    const double dx = (double)x.x - (double)bx, dy = (double)x.y - (double)by, dz = (double)x.z - (double)bz;
+    return dx * dx + dy * dy + dz * dz;
+}
+
+/* reference = exact: partner b's term of a move o -> t, e_x = c /
+ * sqrt(r_x^2) (hier_exact_r2), d = e_t - e_o, within HIER_EXACT_TERM
+ * (|e_t| + |e_o|) of the exact difference; adds |e_t| + |e_o| to *abs and
+ * flags *bad where a squared distance is at most dm2 (an overlap or a
+ * coincidence, with a margin: the float hard-core test decides those, in
+ * the last resort). */
 METRO_HD double hier_ideal_delta(double c, metro_float4 t, metro_float4 o, float bx, float by, float bz, double dm2,
                                  double *abs, int *bad)
 {
-    const double tx = (double)t.x - (double)bx, ty = (double)t.y - (double)by, tz = (double)t.z - (double)bz;
-    const double ox = (double)o.x - (double)bx, oy = (double)o.y - (double)by, oz = (double)o.z - (double)bz;
-    const double rt2 = tx * tx + ty * ty + tz * tz, ro2 = ox * ox + oy * oy + oz * oz;
+    const double rt2 = hier_exact_r2(t, bx, by, bz), ro2 = hier_exact_r2(o, bx, by, bz);
     *bad |= rt2 <= dm2 || ro2 <= dm2;
     const double et = c / sqrt(rt2), eo = c / sqrt(ro2);
     *abs += fabs(et) + fabs(eo);

@@ -531,18 +531,15 @@ HIER_CLONES static int direct_run(const hier_tree *t, float xx, float xy, float 
  * double; Phi and Phid get |z_b| / r from the same float distance, widened
  * by 1e-6 (more than its rounding). */
 /* The packed particles k0 ... k1-1 but place ks against x in double:
- * (λ z_a z_b) / sqrt(r^2) from the float positions, each within
- * 4.5 double ulps of the exact term (hier_ideal_delta's argument), four
- * running sums */
+ * (λ z_a z_b) / sqrt(r^2) from the float positions (hier_exact_r2), each
+ * within HIER_EXACT_TERM of the exact term, four running sums */
 static double direct_double(const hier_tree *t, metro_float4 x, float sa_z, int k0, int k1, int ks)
 {
     double acc[4] = {0.0, 0.0, 0.0, 0.0};
     int m = 0;
     for (int k = k0; k < k1; ++k) {
         if (k == ks) continue;
-        const double dx = (double)x.x - (double)t->px[k], dy = (double)x.y - (double)t->py[k],
-                     dz = (double)x.z - (double)t->pz[k];
-        acc[m++ & 3] += (double)sa_z * (double)t->pq[k] / sqrt(dx * dx + dy * dy + dz * dz);
+        acc[m++ & 3] += (double)sa_z * (double)t->pq[k] / sqrt(hier_exact_r2(x, t->px[k], t->py[k], t->pz[k]));
     }
     return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
@@ -590,13 +587,8 @@ static void direct(walk *w, size_t c)
             return;
         }
         const float inv = coulomb_hs_rsqrt(r2);
-        if (w->dbl) {
-            const double dx = (double)w->x.x - (double)b.x, dy = (double)w->x.y - (double)b.y,
-                         dz = (double)w->x.z - (double)b.z;
-            sf += (double)sa_z * (double)sb.x / sqrt(dx * dx + dy * dy + dz * dz);
-        } else {
-            sf += (double)((sa_z * sb.x) * inv);
-        }
+        sf += w->dbl ? (double)sa_z * (double)sb.x / sqrt(hier_exact_r2(w->x, b.x, b.y, b.z))
+                     : (double)((sa_z * sb.x) * inv);
         phi += fabs((double)sb.x) * (double)inv;
         ++m;
     }

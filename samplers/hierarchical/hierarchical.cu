@@ -60,12 +60,11 @@ static __device__ __forceinline__ double hg_ref_delta(float4 t, float4 o, float 
 }
 
 /* reference = exact: a directly summed partner's term (λ z_a) z_b / r in
- * double from the float positions (within HIER_EXACT_TERM of the exact
- * term: hier_ideal_delta's argument) */
+ * double from the float positions (hier_exact_r2: within HIER_EXACT_TERM
+ * of the exact term) */
 static __device__ __forceinline__ double hg_exact_term(float lza, float zb, float4 x, float4 b)
 {
-    const double dx = (double)x.x - (double)b.x, dy = (double)x.y - (double)b.y, dz = (double)x.z - (double)b.z;
-    return (double)lza * (double)zb / sqrt(dx * dx + dy * dy + dz * dz);
+    return (double)lza * (double)zb / sqrt(hier_exact_r2(x, b.x, b.y, b.z));
 }
 
 /* Partner b's term of trial k's exact pass (t, o; the mover's row sa) and
