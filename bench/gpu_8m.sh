@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The 2^23 electrolyte (configs/electrolyte_3to1_8M.ini) on a lent GPU
-# machine, across calls and across machines.  Its ~220 cycles take about an
-# hour, more than one call (10 min), one machine (30 min held) or one
-# session's device time, so the run goes in pieces, each ended by SIGTERM:
+# machine, across calls and across machines.  Its ~220 cycles take about
+# 42 minutes with reference = exact (11.5 s a cycle on the H100), more
+# than one call (10 min), one machine (30 min held) or one session's
+# device time, so the run goes in pieces, each ended by SIGTERM:
 # metro finishes its chunk, writes the checkpoint and stops, and `metro
 # resume` continues byte-exactly.  Between machines the run directory
 # travels through the device's limits (files of 16 MiB, 64 MiB a call each
