@@ -248,12 +248,28 @@ static metro_float4 *hard_spheres(unsigned long long *seed, int n, double R, con
     return pos;
 }
 
+/* The exact-pass tests' q-th trial place: every other one in a ball of
+ * 60 Å, so that the leaves there fill and their overflow lists are summed
+ * too (any_overflow tells that they were) */
+static metro_float4 trial_place(unsigned long long *seed, int q, double R, float w)
+{
+    return random_in_ball(seed, q % 2 ? 60.0 : R - 3.75, w);
+}
+
+static int any_overflow(const hier_tree *t, size_t leaves)
+{
+    for (size_t c = 0; c < leaves; ++c)
+        if (t->head[c] >= 0) return 1;
+    return 0;
+}
+
 /* hier_exact forms every partner's float terms exactly as the reference's
  * delta() (coulomb_hs_pair at t and at o, their double difference): its
  * sum may differ from the reference's only by the order of the double
  * additions, within 2 (n+4) 2^-53 of Σ|d_j| (far below one float ulp of a
- * single term, so a term rounded differently would show).  Some moves
- * land in a full leaf first, so the overflow lists are summed too. */
+ * single term, so a term rounded differently would show).  Half the moves
+ * go into a small ball, whose leaves fill, so the overflow lists are
+ * summed too. */
 START_TEST(exact_pass_is_the_reference)
 {
     const double R = 300.0;
@@ -262,11 +278,12 @@ START_TEST(exact_pass_is_the_reference)
     const int n = 3000;
     hier_tree t;
     metro_float4 *pos = hard_spheres(&seed, n, R, &prm, &t);
-    int checked = 0;
+    int checked = 0, overflowed = 0;
     for (int q = 0; q < 400; ++q) {
         const int i = (int)(urand(&seed) * n);
         const metro_float4 o = pos[i];
-        metro_float4 x = random_in_ball(&seed, R - 3.75, o.w);
+        metro_float4 x = trial_place(&seed, q, R, o.w);
+        overflowed |= any_overflow(&t, 512);
         double ref = 0.0;
         int allowed = 1;
         for (int j = 0; j < n; ++j)
@@ -286,6 +303,7 @@ START_TEST(exact_pass_is_the_reference)
         hier_tree_move(&t, i, o);
     }
     ck_assert_int_gt(checked, 100);
+    ck_assert_msg(overflowed, "no leaf overflowed: the overflow lists were not summed");
     hier_tree_free(&t);
     free(pos);
 }
@@ -306,12 +324,13 @@ START_TEST(exact_pass_ideal)
     const int n = 3000;
     hier_tree t;
     metro_float4 *pos = hard_spheres(&seed, n, R, &prm, &t);
-    int checked = 0, close = 0;
+    int checked = 0, close = 0, overflowed = 0;
     double worst = 0.0, widest = 0.0;
     for (int q = 0; q < 400; ++q) {
         const int i = (int)(urand(&seed) * n);
         const metro_float4 o = pos[i];
-        metro_float4 x = random_in_ball(&seed, R - 3.75, o.w);
+        metro_float4 x = trial_place(&seed, q, R, o.w);
+        overflowed |= any_overflow(&t, 512);
         const metro_float4 sa = prm.sp[coulomb_hs_species(o.w)];
         long double ex = 0.0L, A = 0.0L;
         int allowed = 1;
@@ -363,6 +382,7 @@ START_TEST(exact_pass_ideal)
            "%d decisions a float step of u from ΔE\n", checked, worst, widest, close);
     ck_assert_int_gt(checked, 100);
     ck_assert_int_gt(close, 200);
+    ck_assert_msg(overflowed, "no leaf overflowed: the overflow lists were not summed");
     hier_tree_free(&t);
     free(pos);
 }
