@@ -13,6 +13,9 @@
 #   bench/gpu_8m.sh take          keep the pieces carried in .ck8m/ (one call's
 #                                 share) in runs/ck8m/ on the machine
 #   bench/gpu_8m.sh unpack        the run directory from runs/ck8m/*
+#   K=4 EQ=20 SWEEPS=200 DEADLINE=560 T0=... bench/gpu_8m.sh ensemble
+#                                 K systems on the host's K GPUs, over MPI
+#                                 (below); each call runs on or resumes
 # Here, between calls, the pieces live in .ck8m-all/ and a call carries its
 # share in .ck8m/ (both ignored by .git/info/exclude).
 set -uo pipefail
@@ -61,6 +64,41 @@ case "${1:-}" in
     (cd runs/ck8m && cat ck8m.[0-9][0-9] >../ck8m.tar.xz) &&
       (cd runs && sha256sum -c ck8m/SHA256) &&
       xz -dc runs/ck8m.tar.xz | tar -C "$(dirname "$dir")" -xf - && rm -f runs/ck8m.tar.xz && ls -l "$dir"
+    ;;
+  ensemble)
+    # The electrolyte as K independent systems (seeds 2 .. 2+K-1), one per
+    # GPU of the host: an MPI build, rank k on GPU k (the core's rank % GPUs).
+    # Stopped by one SIGTERM to each rank at DEADLINE seconds after T0 (the
+    # call's start; not through mpirun, which kills its ranks seconds after
+    # a TERM of its own), resumed by the next call; at the end the results,
+    # without the checkpoints, go to $OUT as one tar.
+    k=${K:-4} deadline=${DEADLINE:-560} t0=${T0:-$(date +%s)}
+    edir=${dir}_x$k
+    if [ ! -f build-gpu-mpi/bin/metro ]; then
+      cmake -S . -B build-gpu-mpi -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETRO_MPI=ON >"$out/mpi_cmake.log" 2>&1 &&
+        cmake --build build-gpu-mpi -j --target metro_cli coulomb_hs hierarchical energy pair_correlation \
+          >"$out/mpi_build.log" 2>&1 || { tail -30 "$out/mpi_cmake.log" "$out/mpi_build.log"; exit 1; }
+    fi
+    echo "built at $(($(date +%s) - t0)) s"
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+    if [ -f "$edir/system_000/checkpoint.bin" ]; then
+      cmd=(resume "$edir")
+    else
+      cmd=(run "$cfg" --output "$edir" --set run.systems=$k --set "run.equilibration=${EQ:-20}" --set "run.sweeps=${SWEEPS:-200}")
+    fi
+    left=$((deadline - ($(date +%s) - t0)))
+    (sleep "$left" && pkill -TERM -x metro) &
+    stopper=$!
+    mpirun --oversubscribe -np "$k" build-gpu-mpi/bin/metro "${cmd[@]}" --set run.checkpoint_minutes=4 2>&1 |
+      tr '\r' '\n' >>runs/ens8m.log
+    kill "$stopper" 2>/dev/null
+    tail -n 40 runs/ens8m.log
+    cp runs/ens8m.log "$out/"
+    tail -n 5 "$edir"/system_*/log.txt
+    if [ -f "$edir/system_000/electrostatics.csv" ] && [ ! -f "$edir/system_000/checkpoint.bin.lock" ]; then
+      tar -C runs --exclude='checkpoint.bin*' --exclude=.lock -czf "$out/ens8m_results.tar.gz" "$(basename "$edir")"
+      ls -l "$out"
+    fi
     ;;
   *)
     sed -n '2,18p' "$0"

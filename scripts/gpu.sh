@@ -3,6 +3,7 @@
 # /opt/debs (never into /), build into build-gpu, and run what is asked:
 #   scripts/gpu.sh test            every suite, GPU ones included
 #   scripts/gpu.sh CMD ARGS...     any command, with the environment set
+#   METRO_GPU_NOBUILD=1 scripts/gpu.sh CMD ARGS...   the same without building build-gpu
 # Logs go to $OUT when it is set.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,12 @@ export PKG_CONFIG_SYSROOT_DIR=/opt/debs
 export LD_LIBRARY_PATH=/opt/debs/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export METRO_BUILD=build-gpu
 out=${OUT:-/tmp}
+# METRO_GPU_NOBUILD=1: only the environment (a command that builds what it
+# needs itself, as bench/gpu_8m.sh ensemble does)
+if [ "${METRO_GPU_NOBUILD:-0}" = 1 ]; then
+  "$@"
+  exit
+fi
 if [ ! -f build-gpu/CMakeCache.txt ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$out/cmake.log" 2>&1 || { tail -40 "$out/cmake.log"; exit 1; }
 fi

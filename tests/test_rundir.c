@@ -356,6 +356,62 @@ START_TEST(checkpoints_by_wall_time)
 }
 END_TEST
 
+/* A stop request that arrives as two signals (timeout(1) sends TERM to the
+ * process and then to its group; a batch system signals every process of
+ * the job) still ends with a checkpoint: the second, 10 ms after the first,
+ * is the same request, not a kill.  Chunks of about half a second (a
+ * measurement every 500,000 sweeps of 8 particles), so both signals come
+ * inside one. */
+static const char *long_chunks_ini =
+    "[run]\nseed = 7\nsweeps = 2000000\nequilibration = 100\ncheck_every = 2000000\ncheckpoint_minutes = %g\n"
+    "[system]\nparticles = 8\n\n[potential]\nplugin = lj_fene\n\n"
+    "[sampler]\nplugin = metropolis\ntemperature = 0.6\n\n"
+    "[observable energy]\nplugin = energy\nevery = 500000\n";
+
+START_TEST(signal_twice_checkpoints)
+{
+    fresh_dir();
+    metro_test_write(dir, "a.ini", long_chunks_ini, 0.0001);
+    char cmd[2048], ini[512], out[512], log[512];
+    snprintf(cmd, sizeof cmd, "%s/bin/metro", METRO_TEST_BINARY_DIR);
+    snprintf(ini, sizeof ini, "%s/a.ini", dir);
+    snprintf(out, sizeof out, "%s/a", dir);
+    snprintf(log, sizeof log, "%s/stderr.txt", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fd, 2);
+        execl(cmd, "metro", "run", ini, "--device", "cpu", "--output", out, "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    /* in production: its first chunk's wall-time checkpoint is written */
+    for (int i = 0; i < 200 && !exists("a/checkpoint.bin"); ++i) usleep(20000);
+    usleep(100000);
+    kill(pid, SIGTERM);
+    usleep(10000);
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    char *e = metro_test_slurp(log);
+    ck_assert_msg(WIFEXITED(st), "killed by signal %d instead of stopping: %s", WIFSIGNALED(st) ? WTERMSIG(st) : 0, e);
+    ck_assert_msg(WEXITSTATUS(st) != 0, "a stopped run exits non-zero");
+    ck_assert_msg(strstr(e, "interrupted by signal 15") && strstr(e, "checkpoint is written"), "%s", e);
+    free(e);
+    int rc = metro_test_clif(&e, "resume %s/a --device cpu --quiet", dir);
+    ck_assert_msg(rc == 0, "resume failed: %s", e);
+    free(e);
+    metro_test_write(dir, "b.ini", long_chunks_ini, 0.0);
+    rc = metro_test_clif(&e, "run %s/b.ini --device cpu --output %s/b --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/a/energy.csv", dir);
+    snprintf(b, sizeof b, "%s/b/energy.csv", dir);
+    ck_assert_msg(metro_test_same_file(a, b), "stopped + resumed differs from straight: %s %s", a, b);
+    cleanup();
+}
+END_TEST
+
 /* --dry-run of every shipped config: the resolved config and the work
  * come out, and nothing is created, not even the default run directory.
  * A config of the hierarchical sampler is timed by the sampler's own
@@ -418,6 +474,7 @@ int main(void)
     tcase_add_test(tc, sweep_counts_cannot_overflow);
     tcase_add_test(tc, refusals_name_the_line);
     tcase_add_test(tc, checkpoints_by_wall_time);
+    tcase_add_test(tc, signal_twice_checkpoints);
     tcase_add_test(tc, dry_run_creates_nothing);
     tcase_add_test(tc, dry_run_counts_the_tree);
     suite_add_tcase(s, tc);

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ranks.h"
@@ -17,14 +18,28 @@
 /* ---- interruption ------------------------------------------------------- */
 
 /* SIGINT/SIGTERM stop a run at the next chunk boundary with a checkpoint,
- * so a run cut short (^C, a batch system's time limit) can be resumed.  A
- * second signal kills as usual. */
+ * so a run cut short (^C, a batch system's time limit) can be resumed.  One
+ * request often comes as two signals: coreutils' timeout signals the
+ * process and then its process group, a batch system every process of the
+ * job, and a process with CUDA's threads takes the first before the second
+ * arrives (seen: `timeout -s TERM` killed a run on the GPU machine without
+ * its checkpoint).  So a second signal within a second of the first is the
+ * same request; a later one kills as usual. */
 static volatile sig_atomic_t interrupted;
+static struct timespec first_signal;
 
 static void on_signal(int sig)
 {
-    interrupted = sig;
+    struct timespec now; /* clock_gettime is async-signal-safe */
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (!interrupted) {
+        first_signal = now;
+        interrupted = sig;
+        return;
+    }
+    if ((double)(now.tv_sec - first_signal.tv_sec) + 1e-9 * (double)(now.tv_nsec - first_signal.tv_nsec) < 1.0) return;
     signal(sig, SIG_DFL);
+    raise(sig);
 }
 
 /* ---- state ------------------------------------------------------------------ */
