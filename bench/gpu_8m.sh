@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# The 2^23 electrolyte (configs/electrolyte_3to1_8M.ini) on a lent GPU
-# machine, across calls and across machines.  Its ~220 cycles take about
-# 42 minutes with reference = exact (11.5 s a cycle on the H100), more
-# than one call (10 min), one machine (30 min held) or one session's
-# device time, so the run goes in pieces, each ended by SIGTERM:
-# metro finishes its chunk, writes the checkpoint and stops, and `metro
-# resume` continues byte-exactly.  Between machines the run directory
-# travels through the device's limits (files of 16 MiB, 64 MiB a call each
-# way) as numbered pieces of 15 MiB of one xz'd tar:
+# The 2^23 electrolyte (configs/electrolyte_3to1_8M.ini) on lent GPU
+# machines.  Its 240 cycles take about 45 minutes on one H100 (10.5-11.5 s a
+# cycle with reference = exact): more than one call (10 min), one machine
+# (30 min held) or one session's device time.  Two ways:
+# - ensemble: K independent systems on a K-GPU host, each call running on
+#   (or resuming) all of them; 4 x (40 + 50) cycles take about 17 min:
+#     T0=$(date +%s) METRO_GPU_NOBUILD=1 K=4 EQ=40 SWEEPS=50 DEADLINE=555 \
+#       scripts/gpu.sh bash bench/gpu_8m.sh ensemble     (then again to finish)
+#   (2026-11-27: 4 x (10 + 50) cycles on 4 H100s in 11.5 min: README).
+# - one chain in pieces, each ended by SIGTERM: metro finishes its chunk,
+#   writes the checkpoint and stops, and `metro resume` continues
+#   byte-exactly.  Between machines the run directory travels through the
+#   device's limits (files of 16 MiB, 64 MiB a call each way) as numbered
+#   pieces of 15 MiB of one xz'd tar (a checkpoint is 134 MB at 2^23):
 #   bench/gpu_8m.sh run SECS      start or resume; SIGTERM after SECS seconds
 #   bench/gpu_8m.sh pack K        pieces 4K .. 4K+3 of the run directory to $OUT
 #   bench/gpu_8m.sh take          keep the pieces carried in .ck8m/ (one call's
 #                                 share) in runs/ck8m/ on the machine
 #   bench/gpu_8m.sh unpack        the run directory from runs/ck8m/*
-#   K=4 EQ=20 SWEEPS=200 DEADLINE=560 T0=... bench/gpu_8m.sh ensemble
-#                                 K systems on the host's K GPUs, over MPI
-#                                 (below); each call runs on or resumes
 # Here, between calls, the pieces live in .ck8m-all/ and a call carries its
-# share in .ck8m/ (both ignored by .git/info/exclude).
+# share in .ck8m/ (both in .gitignore).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 cfg=${CONFIG:-configs/electrolyte_3to1_8M.ini}
@@ -87,7 +89,9 @@ case "${1:-}" in
       cmd=(run "$cfg" --output "$edir" --set run.systems=$k --set "run.equilibration=${EQ:-20}" --set "run.sweeps=${SWEEPS:-200}")
     fi
     left=$((deadline - ($(date +%s) - t0)))
-    (sleep "$left" && pkill -TERM -x metro) &
+    # (its output not on the pipe below: a sleep left holding the pipe kept
+    # a call waiting to its limit after the run had ended)
+    (sleep "$left" && pkill -TERM -x metro) </dev/null >/dev/null 2>&1 &
     stopper=$!
     mpirun --oversubscribe -np "$k" build-gpu-mpi/bin/metro "${cmd[@]}" --set run.checkpoint_minutes=4 2>&1 |
       tr '\r' '\n' >>runs/ens8m.log
@@ -101,7 +105,7 @@ case "${1:-}" in
     fi
     ;;
   *)
-    sed -n '2,18p' "$0"
+    sed -n '2,22p' "$0"
     exit 2
     ;;
 esac
