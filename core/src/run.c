@@ -25,14 +25,18 @@
  * arrives (seen: `timeout -s TERM` killed a run on the GPU machine without
  * its checkpoint).  So a second signal within a second of the first is the
  * same request; a later one kills as usual. */
-static volatile sig_atomic_t interrupted;
+static volatile sig_atomic_t interrupted; /* the request; over MPI, agreed */
+static volatile sig_atomic_t signalled;   /* this process's own signal came */
 static struct timespec first_signal;
 
 static void on_signal(int sig)
 {
     struct timespec now; /* clock_gettime is async-signal-safe */
     clock_gettime(CLOCK_MONOTONIC, &now);
-    if (!interrupted) {
+    /* not `interrupted`: a rank told to stop by the others may get its own
+     * signal a moment later, and that is still the first */
+    if (!signalled) {
+        signalled = 1;
         first_signal = now;
         interrupted = sig;
         return;
@@ -169,7 +173,7 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
     metro_state *st = &sim->st;
     /* the device is per host thread: an ensemble runs each system on its own */
     if (st->backend == METRO_BACKEND_CUDA) cudaSetDevice(sim->device);
-    interrupted = 0;
+    interrupted = signalled = 0;
     void (*old_int)(int) = signal(SIGINT, on_signal);
     void (*old_term)(int) = signal(SIGTERM, on_signal);
     double t0 = metro__now();
