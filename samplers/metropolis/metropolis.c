@@ -451,7 +451,8 @@ static int restore(void *self, const void *data, size_t size)
     m->tune_acc0 = m->saved.tune_accepted;
     size_t rest = (size - sizeof(saved_state)) / sizeof(float);
     if (reserve_pool(m, rest)) return -1;
-    memcpy(m->pool, (const char *)data + sizeof(saved_state), rest * sizeof(float));
+    if (rest) /* an empty pool may have no buffer: memcpy wants one even for 0 bytes */
+        memcpy(m->pool, (const char *)data + sizeof(saved_state), rest * sizeof(float));
     m->pool_pos = 0;
     m->pool_n = rest;
     if (!m->st) return 0; /* start() applies the counters */
