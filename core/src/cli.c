@@ -193,10 +193,13 @@ int metro_main(int argc, char **argv)
     }
     if (!strcmp(cmd, "run") || !strcmp(cmd, "resume") || !strcmp(cmd, "analyze")) {
         /* an MPI build under mpirun: every rank runs this; a failure on one
-         * rank ends them all rather than leave the others in a collective */
+         * rank ends them all rather than leave the others in a collective.
+         * A stop by signal is no failure: the ranks stop together (they
+         * agree on it; an ensemble's ranks meet after their systems), their
+         * checkpoints written, and finish as usual. */
         metro__ranks_init(&argc, &argv);
         int rc = cmd_run(argc - 2, argv + 2, strcmp(cmd, "run") != 0);
-        if (rc) metro__ranks_abort(rc);
+        if (rc && rc != METRO_ESTOPPED) metro__ranks_abort(rc);
         metro__ranks_finalize();
         return rc;
     }

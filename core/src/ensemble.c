@@ -468,7 +468,8 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         free(th);
         for (int i = me; i < e.k; i += S)
             if (jobs[i].rc) {
-                if (!rc) rc = jobs[i].rc;
+                /* a failure outranks a clean stop of another system */
+                if (!rc || rc == METRO_ESTOPPED) rc = jobs[i].rc;
                 metro__fail(err, jobs[i].rc, "system %d: %s", i, jobs[i].err.msg);
             }
         /* every rank's systems are done (a failed rank ends them all) */

@@ -129,7 +129,7 @@ static int stop_requested(metro_sim *sim, metro_error *err)
     if (!interrupted) return METRO_OK;
     int rc = metro_sim_checkpoint(sim, err);
     if (rc) return rc;
-    return metro__fail(err, METRO_ERUN, "interrupted by signal %d at sweep %lld; the checkpoint is written: metro resume %s continues",
+    return metro__fail(err, METRO_ESTOPPED, "interrupted by signal %d at sweep %lld; the checkpoint is written: metro resume %s continues",
                        (int)interrupted, sim->st.sweep, sim->dir ? sim->dir : "RUNDIR");
 }
 

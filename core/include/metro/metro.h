@@ -17,7 +17,10 @@ extern "C" {
 enum {
     METRO_OK = 0,
     METRO_ERUN = 1,    /* failure at run time */
-    METRO_EUSAGE = 2   /* bad usage or bad config: nothing was run */
+    METRO_EUSAGE = 2,  /* bad usage or bad config: nothing was run */
+    METRO_ESTOPPED = 3 /* stopped by SIGINT/SIGTERM with its checkpoint
+                          written: `metro resume` continues (a batch
+                          script can requeue on it) */
 };
 
 /* Error text a call leaves behind: one line per problem. */
@@ -64,7 +67,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
 int metro_sim_plan(metro_sim *sim, FILE *f);
 
 /* Equilibration, production with measurements, results, plots: the whole
- * run of the config.  METRO_OK or METRO_ERUN (err filled). */
+ * run of the config.  METRO_OK, METRO_ERUN or METRO_ESTOPPED (err filled). */
 int metro_sim_run(metro_sim *sim, metro_error *err);
 
 /* Advance the chain by `sweeps` without measuring (tests, benchmarks). */
