@@ -23,7 +23,8 @@ static const char usage[] =
     "       metro --help | --version\n"
     "\n"
     "Plugins are searched in $METRO_PLUGIN_PATH, then beside libmetro, then the install prefix.\n"
-    "Exit status: 0 success, 1 failure at run time, 2 bad usage or bad config.\n";
+    "Exit status: 0 success, 1 failure at run time, 2 bad usage or bad config,\n"
+    "3 stopped by SIGINT/SIGTERM with the checkpoint written (resume continues).\n";
 
 static int bad_usage(const char *fmt, const char *arg)
 {
