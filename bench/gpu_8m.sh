@@ -5,7 +5,7 @@
 # (30 min held) or one session's device time.  Two ways:
 # - ensemble: K independent systems on a K-GPU host, each call running on
 #   (or resuming) all of them; 4 x (40 + 50) cycles take about 17 min:
-#     T0=$(date +%s) METRO_GPU_NOBUILD=1 K=4 EQ=40 SWEEPS=50 DEADLINE=555 \
+#     T0=$(date +%s) METRO_GPU_NOBUILD=1 K=4 SWEEPS=50 DEADLINE=555 \
 #       scripts/gpu.sh bash bench/gpu_8m.sh ensemble     (then again to finish)
 #   (2026-11-27: 4 x (10 + 50) cycles on 4 H100s in 11.5 min: README).
 # - one chain in pieces, each ended by SIGTERM: metro finishes its chunk,
@@ -86,20 +86,24 @@ case "${1:-}" in
     if [ -f "$edir/system_000/checkpoint.bin" ]; then
       cmd=(resume "$edir")
     else
-      cmd=(run "$cfg" --output "$edir" --set run.systems=$k --set "run.equilibration=${EQ:-20}" --set "run.sweeps=${SWEEPS:-200}")
+      # EQ and SWEEPS, when given, override the config's cycles
+      cmd=(run "$cfg" --output "$edir" --set run.systems=$k ${EQ:+--set run.equilibration=$EQ} ${SWEEPS:+--set run.sweeps=$SWEEPS})
     fi
     left=$((deadline - ($(date +%s) - t0)))
     # (its output not on the pipe below: a sleep left holding the pipe kept
     # a call waiting to its limit after the run had ended)
     (sleep "$left" && pkill -TERM -x metro) </dev/null >/dev/null 2>&1 &
     stopper=$!
+    touch runs/ens8m.log
+    seen=$(wc -l <runs/ens8m.log) # the log of every call; this call's part shown
     mpirun --oversubscribe -np "$k" build-gpu-mpi/bin/metro "${cmd[@]}" --set run.checkpoint_minutes=4 2>&1 |
       tr '\r' '\n' >>runs/ens8m.log
     kill "$stopper" 2>/dev/null
-    tail -n 40 runs/ens8m.log
+    tail -n +$((seen + 1)) runs/ens8m.log | tail -n 40
     cp runs/ens8m.log "$out/"
     tail -n 5 "$edir"/system_*/log.txt
-    if [ -f "$edir/system_000/electrostatics.csv" ] && [ ! -f "$edir/system_000/checkpoint.bin.lock" ]; then
+    # the results appear at the run's end, all at once
+    if [ -f "$edir/system_000/electrostatics.csv" ]; then
       tar -C runs --exclude='checkpoint.bin*' --exclude=.lock -czf "$out/ens8m_results.tar.gz" "$(basename "$edir")"
       ls -l "$out"
     fi
