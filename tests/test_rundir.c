@@ -314,6 +314,41 @@ START_TEST(refusals_name_the_line)
 }
 END_TEST
 
+/* `metro run DIR/a.ini --output DIR/a` in the background, its stderr to
+ * DIR/stderr.txt (to be read) or, without `keep_stderr`, to /dev/null */
+static pid_t spawn_run_a(int keep_stderr)
+{
+    char cmd[2048], ini[512], out[512], log[512];
+    snprintf(cmd, sizeof cmd, "%s/bin/metro", METRO_TEST_BINARY_DIR);
+    snprintf(ini, sizeof ini, "%s/a.ini", dir);
+    snprintf(out, sizeof out, "%s/a", dir);
+    snprintf(log, sizeof log, "%s/stderr.txt", dir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = keep_stderr ? open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644) : open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        execl(cmd, "metro", "run", ini, "--device", "cpu", "--output", out, "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+/* DIR/a resumed to its end gives the energies of DIR/b.ini run straight */
+static void resumed_equals_straight(const char *how)
+{
+    char *e;
+    int rc = metro_test_clif(&e, "resume %s/a --device cpu --quiet", dir);
+    ck_assert_msg(rc == 0, "resume failed: %s", e);
+    free(e);
+    rc = metro_test_clif(&e, "run %s/b.ini --device cpu --output %s/b --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/a/energy.csv", dir);
+    snprintf(b, sizeof b, "%s/b/energy.csv", dir);
+    ck_assert_msg(metro_test_same_file(a, b), "%s + resumed differs from straight: %s %s", how, a, b);
+}
+
 START_TEST(checkpoints_by_wall_time)
 {
     fresh_dir();
@@ -321,18 +356,7 @@ START_TEST(checkpoints_by_wall_time)
      * the end; a checkpoint every 0.05 s of wall time in between */
     const int sweeps = 600000;
     metro_test_write(dir, "a.ini", chain_ini, 7, sweeps, sweeps, "checkpoint_minutes = 0.001\n", 0.6);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s/bin/metro", METRO_TEST_BINARY_DIR);
-    char ini[512], out[512];
-    snprintf(ini, sizeof ini, "%s/a.ini", dir);
-    snprintf(out, sizeof out, "%s/a", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int null = open("/dev/null", O_WRONLY);
-        dup2(null, 2);
-        execl(cmd, "metro", "run", ini, "--device", "cpu", "--output", out, "--quiet", (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = spawn_run_a(0);
     for (int i = 0; i < 100 && !exists("a/checkpoint.bin.prev"); ++i) usleep(50000);
     usleep(200000);
     kill(pid, SIGKILL);
@@ -340,18 +364,8 @@ START_TEST(checkpoints_by_wall_time)
     waitpid(pid, &st, 0);
     ck_assert_msg(WIFSIGNALED(st), "the run ended before it was killed");
     ck_assert_msg(exists("a/checkpoint.bin"), "no checkpoint by wall time before the first energy check");
-    char *e;
-    int rc = metro_test_clif(&e, "resume %s/a --device cpu --quiet", dir);
-    ck_assert_msg(rc == 0, "resume failed: %s", e);
-    free(e);
     metro_test_write(dir, "b.ini", chain_ini, 7, sweeps, sweeps, "checkpoint_minutes = 0\n", 0.6);
-    rc = metro_test_clif(&e, "run %s/b.ini --device cpu --output %s/b --quiet", dir, dir);
-    ck_assert_msg(rc == 0, "%s", e);
-    free(e);
-    char a[512], b[512];
-    snprintf(a, sizeof a, "%s/a/energy.csv", dir);
-    snprintf(b, sizeof b, "%s/b/energy.csv", dir);
-    ck_assert_msg(metro_test_same_file(a, b), "killed + resumed differs from straight: %s %s", a, b);
+    resumed_equals_straight("killed");
     cleanup();
 }
 END_TEST
@@ -372,18 +386,7 @@ START_TEST(signal_twice_checkpoints)
 {
     fresh_dir();
     metro_test_write(dir, "a.ini", long_chunks_ini, 0.0001);
-    char cmd[2048], ini[512], out[512], log[512];
-    snprintf(cmd, sizeof cmd, "%s/bin/metro", METRO_TEST_BINARY_DIR);
-    snprintf(ini, sizeof ini, "%s/a.ini", dir);
-    snprintf(out, sizeof out, "%s/a", dir);
-    snprintf(log, sizeof log, "%s/stderr.txt", dir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        dup2(fd, 2);
-        execl(cmd, "metro", "run", ini, "--device", "cpu", "--output", out, "--quiet", (char *)NULL);
-        _exit(127);
-    }
+    pid_t pid = spawn_run_a(1);
     /* in production: its first chunk's wall-time checkpoint is written */
     for (int i = 0; i < 200 && !exists("a/checkpoint.bin"); ++i) usleep(20000);
     usleep(100000);
@@ -392,22 +395,15 @@ START_TEST(signal_twice_checkpoints)
     kill(pid, SIGTERM);
     int st;
     waitpid(pid, &st, 0);
+    char log[512];
+    snprintf(log, sizeof log, "%s/stderr.txt", dir);
     char *e = metro_test_slurp(log);
     ck_assert_msg(WIFEXITED(st), "killed by signal %d instead of stopping: %s", WIFSIGNALED(st) ? WTERMSIG(st) : 0, e);
     ck_assert_msg(WEXITSTATUS(st) == METRO_ESTOPPED, "a stopped run exits %d, not %d", WEXITSTATUS(st), METRO_ESTOPPED);
     ck_assert_msg(strstr(e, "interrupted by signal 15") && strstr(e, "checkpoint is written"), "%s", e);
     free(e);
-    int rc = metro_test_clif(&e, "resume %s/a --device cpu --quiet", dir);
-    ck_assert_msg(rc == 0, "resume failed: %s", e);
-    free(e);
     metro_test_write(dir, "b.ini", long_chunks_ini, 0.0);
-    rc = metro_test_clif(&e, "run %s/b.ini --device cpu --output %s/b --quiet", dir, dir);
-    ck_assert_msg(rc == 0, "%s", e);
-    free(e);
-    char a[512], b[512];
-    snprintf(a, sizeof a, "%s/a/energy.csv", dir);
-    snprintf(b, sizeof b, "%s/b/energy.csv", dir);
-    ck_assert_msg(metro_test_same_file(a, b), "stopped + resumed differs from straight: %s %s", a, b);
+    resumed_equals_straight("stopped");
     cleanup();
 }
 END_TEST
