@@ -2,7 +2,8 @@
 # at N ions on the CUDA backend, from the random placement (seed $SEED,
 # default 2), as an INI on stdout:
 #   ini N SAMPLER SWEEPS EXTRA   EXTRA: the sampler's further keys, and
-#                                whatever sections follow it
+#                                whatever sections follow it; $SYSTEM, when
+#                                set: more [system] keys (numbering = space)
 #   potential                    its [potential] section alone (for
 #                                scripts that write the rest themselves)
 potential() {
@@ -25,6 +26,7 @@ check_every = 1000000   ; the O(N^2) drift check once, at the end: not in "done:
 device = cuda
 [system]
 particles = $1
+${SYSTEM:-}
 $(potential)
 [sampler]
 plugin = $2

@@ -19,6 +19,11 @@
 #       brush takes BRUSH_SWEEPS, default 1, above 2^20; NO_BRUSH=1 skips
 #       it), the fraction of moves the enclosure alone decided, the exact
 #       passes and the host's stops of each, the ratios
+#   scripts/gpu.sh bash bench/gpu_hier.sh numbering N...  reference = exact
+#       from the same placement numbered as placed and along a Z-order
+#       curve ([system] numbering = space): seconds per cycle (SWEEPS,
+#       default 2), the enclosure's share, the exact passes, and the phases
+#       (METRO_HIER_PROFILE=1, CUDA events)
 set -uo pipefail
 out=${OUT:-/tmp}
 export METRO_CACHE_DIR=/tmp/metro-cache
@@ -91,6 +96,26 @@ energy = $how" > /tmp/t_s.ini
       [ $how = direct ] && ec="(direct)"
       e0=$(grep -oE 'replica 0: E = [0-9.e+-]+' /tmp/t_s/log.txt | awk '{print $5}')
       echo "| $n | $how | $pl | $ie | $tb | $ec | $w | ${e0:-} |"
+    done
+  done
+  ;;
+numbering)
+  shift
+  echo "| N | numbering | s/cycle | enclosure | exact passes | phases (profile so far) |"
+  echo "|---|---|---|---|---|---|"
+  for n in "$@"; do
+    for num in placed space; do
+      SYSTEM="numbering = $num" ini $n hierarchical ${SWEEPS:-2} "reference = exact
+${EXTRA:-}" > /tmp/t_n.ini
+      rm -rf /tmp/t_n
+      METRO_HIER_PROFILE=1 timeout 560 build-gpu/bin/metro run /tmp/t_n.ini --output /tmp/t_n --overwrite > $out/numbering_${num}_$n.txt 2>&1
+      cp /tmp/t_n/log.txt $out/log_numbering_${num}_$n.txt 2>/dev/null
+      t=$(grep -osE 'done: [0-9]+ sweeps in [0-9.e+-]+ s' /tmp/t_n/log.txt | awk -v s=${SWEEPS:-2} '{print $5/s}')
+      line=$(grep -sE 'hierarchical: [0-9]+ cycles' /tmp/t_n/log.txt)
+      mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
+      ex=$(echo "$line" | sed -E 's/.*exact ([0-9]+) .*/\1/')
+      ph=$(grep -ohE 'profile so far: .*' $out/numbering_${num}_$n.txt | tail -1)
+      echo "| $n | $num | ${t:-nan} | $(awk -v a=$en -v b=$mv 'BEGIN{printf "%.5f", a/b}') | $ex | $ph |"
     done
   done
   ;;

@@ -39,7 +39,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "metro/plugin.h"
+#include "metro/metro.h"
 
 #define CATION_DENSITY 1.1447e-6 /* Å^-3 */
 #define AVOGADRO 6.02214076e23
@@ -48,6 +48,36 @@
  * shared with other work: the cost of the computation itself; for more
  * than one thread it is core-seconds, not elapsed time) */
 static int use_cpu;
+
+/* --numbering space: the placement renumbered along a Z-order curve
+ * ([system] numbering = space), so that consecutive moves touch the same
+ * cells.  Then the first K particles would all lie in one corner of the
+ * cell; the K timed trials are instead eight stretches of K/8 consecutive
+ * particles from the middles of the curve's eight parts (spread over the
+ * ball, each as local as a whole cycle's run along the curve). */
+static int by_space;
+
+/* pos = pos0, with the timed stretches (above) first when by_space */
+static void timed_first(metro_float4 *pos, const metro_float4 *pos0, int n, int trials)
+{
+    if (!by_space || trials >= n || trials < 8) {
+        memcpy(pos, pos0, (size_t)n * sizeof *pos);
+        return;
+    }
+    int at = 0, from[8], len[8];
+    for (int c = 0; c < 8; ++c) {
+        len[c] = trials / 8 + (c < trials % 8);
+        from[c] = (int)((long)n * c / 8) + ((int)((long)n * (c + 1) / 8 - (long)n * c / 8) - len[c]) / 2;
+        memcpy(pos + at, pos0 + from[c], (size_t)len[c] * sizeof *pos);
+        at += len[c];
+    }
+    for (int c = 0; c < 8; ++c) { /* the rest, in curve order */
+        int lo = c ? from[c - 1] + len[c - 1] : 0;
+        memcpy(pos + at, pos0 + lo, (size_t)(from[c] - lo) * sizeof *pos);
+        at += from[c] - lo;
+    }
+    memcpy(pos + at, pos0 + from[7] + len[7], (size_t)(n - from[7] - len[7]) * sizeof *pos);
+}
 
 static double now(void)
 {
@@ -234,6 +264,10 @@ static int make_system(sys *s, const metro_plugin *pot, const metro_host_api *ho
         fprintf(stderr, "hierarchical_scaling: coulomb_hs: %s\n", s->ctx.msg);
         return -1;
     }
+    if (by_space && metro_number_by_space(s->pos, n)) {
+        fprintf(stderr, "hierarchical_scaling: out of memory numbering %d particles\n", n);
+        return -1;
+    }
     memcpy(s->pos0, s->pos, (size_t)n * sizeof *s->pos);
     return 0;
 }
@@ -317,7 +351,7 @@ static int hier_once(sys *s, const metro_plugin *smp, const metro_host_api *host
         fprintf(stderr, "hierarchical_scaling: hierarchical: %s\n", ctx.msg);
         return -1;
     }
-    memcpy(s->pos, s->pos0, (size_t)s->n * sizeof *s->pos);
+    timed_first(s->pos, s->pos0, s->n, trials);
     double energy = 0, beta = 1;
     int slot = 0;
     long long acc = 0, att = 0;
@@ -417,11 +451,15 @@ int main(int argc, char **argv)
             ref_pd = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--cpu")) {
             use_cpu = 1;
+        } else if (!strcmp(argv[i], "--numbering") && i + 1 < argc && !strcmp(argv[i + 1], "space")) {
+            by_space = 1, ++i;
+        } else if (!strcmp(argv[i], "--numbering") && i + 1 < argc && !strcmp(argv[i + 1], "placed")) {
+            by_space = 0, ++i;
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && nsets < 32) {
             sets[nsets++] = argv[++i];
         } else {
             fprintf(stderr, "usage: %s [--sizes N,N,...] [--threads 1,2] [--seconds S] [--reference-pairs P] "
-                            "[--cpu] [--set key=value]...\n", argv[0]);
+                            "[--cpu] [--numbering placed|space] [--set key=value]...\n", argv[0]);
             return 2;
         }
     }
@@ -431,6 +469,7 @@ int main(int argc, char **argv)
     printf("%s", use_cpu ? "(CPU time of the process)\n" : "(wall clock)\n");
     printf("hierarchical_scaling: 3:-1 electrolyte, radius 3.75 Å, λ_B = 7.117 Å, cation density %.4g Å^-3, "
            "trial cube 2R/3; %ld cores\n", CATION_DENSITY, sysconf(_SC_NPROCESSORS_ONLN));
+    printf("  numbering %s\n", by_space ? "space (Z-order; the timed trials: eight stretches along it)" : "placed");
     for (int i = 0; i < nsets; ++i) printf("  sampler.%s\n", sets[i]);
     printf("%9s %3s %12s %10s %9s %7s %7s %7s %8s %8s %9s %9s %12s %9s\n", "N", "thr", "hier s/cyc", "rebuild s",
            "us/move", "stage0", "stage1", "stage2", "exact", "ref", "cells/mv", "direct/mv", "ref s/cyc", "speed-up");

@@ -19,7 +19,10 @@
  *     are not index neighbours, a chain after a free particle, particles
  *     of one type with different charges, [system] species or chains that
  *     differ from the file's, an XYZ file where the species must come
- *     from the file.
+ *     from the file;
+ *   - [system] numbering = space: the placement renumbered along a curve
+ *     (the same particles and energy, index neighbours close, chains kept),
+ *     and refused with a file.
  */
 #define _GNU_SOURCE
 #include <math.h>
@@ -397,6 +400,84 @@ START_TEST(system_from_the_file_refused)
 }
 END_TEST
 
+/* ---- [system] numbering = space ----------------------------------------------- */
+
+static int by_place(const void *a, const void *b)
+{
+    const metro_float4 *x = a, *y = b;
+    const float u[4] = {x->x, x->y, x->z, x->w}, v[4] = {y->x, y->y, y->z, y->w};
+    for (int k = 0; k < 4; ++k)
+        if (u[k] != v[k]) return u[k] < v[k] ? -1 : 1;
+    return 0;
+}
+
+/* The placement of ini (no run), with extra --set's. */
+static metro_float4 *placement(const char *ini, const char *const *sets, int nsets, int *n, double *e0)
+{
+    metro_sim *sim = metro_test_sim(ini, "cpu", sets, nsets);
+    metro_error err = {0};
+    const metro_state *st = metro_sim_state(sim, &err);
+    ck_assert_ptr_nonnull(st);
+    *n = st->particles;
+    metro_float4 *p = malloc(sizeof *p * (size_t)*n);
+    memcpy(p, st->pos, sizeof *p * (size_t)*n);
+    if (e0) *e0 = st->energy[0];
+    ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+    metro_sim_destroy(sim);
+    return p;
+}
+
+/* mean distance between index neighbours among p[a..b) */
+static double hop(const metro_float4 *p, int a, int b)
+{
+    double s = 0;
+    for (int i = a + 1; i < b; ++i)
+        s += sqrt(pow(p[i].x - p[i - 1].x, 2) + pow(p[i].y - p[i - 1].y, 2) + pow(p[i].z - p[i - 1].z, 2));
+    return s / (b - a - 1);
+}
+
+/* Renumbered, the placement is the same set of particles (places and
+ * species), the same energy, with index neighbours close in space; the
+ * chains of a composed system keep their particles. */
+START_TEST(numbering_space)
+{
+    static const char *salt = "[run]\nseed = 21\nsweeps = 2\n[potential]\nplugin = coulomb_hs\nvalences = 3, -1\n"
+                              "diameters = 4\ncell_radius = 200\nbjerrum = 7.117\n[sampler]\nplugin = brush\n"
+                              "[system]\nparticles = 4000\n";
+    const char *space[] = {"system.numbering=space"};
+    int n, m;
+    double ea, eb;
+    metro_float4 *a = placement(salt, NULL, 0, &n, &ea), *b = placement(salt, space, 1, &m, &eb);
+    ck_assert_int_eq(n, m);
+    const double ha = hop(a, 0, n), hb = hop(b, 0, n);
+    /* placed: about the cell's size apart; along the curve: a few spacings */
+    ck_assert_msg(hb < 0.25 * ha, "index neighbours %.3g Å apart renumbered, %.3g Å as placed", hb, ha);
+    ck_assert_msg(fabs(ea - eb) <= 1e-9 * fabs(ea), "energy %.15g renumbered, %.15g as placed", eb, ea);
+    qsort(a, (size_t)n, sizeof *a, by_place);
+    qsort(b, (size_t)n, sizeof *b, by_place);
+    for (int i = 0; i < n; ++i) ck_assert_msg(!by_place(&a[i], &b[i]), "the renumbered placement is not the placed one");
+    free(a);
+    free(b);
+
+    /* the chains (particles 0-7) stay; the counterions are renumbered */
+    static const char *comp = C_RUN "[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 32, 32\n"
+                                    "chains = 2x4\nchain_species = m\n" C_TERMS;
+    a = placement(comp, NULL, 0, &n, &ea);
+    b = placement(comp, space, 1, &m, &eb);
+    for (int i = 0; i < 8; ++i) ck_assert_msg(!by_place(&a[i], &b[i]), "chain particle %d renumbered", i);
+    ck_assert_msg(hop(b, 8, n) < hop(a, 8, n), "counterions not renumbered");
+    qsort(a + 8, (size_t)n - 8, sizeof *a, by_place);
+    qsort(b + 8, (size_t)n - 8, sizeof *b, by_place);
+    for (int i = 8; i < n; ++i) ck_assert_msg(!by_place(&a[i], &b[i]), "the renumbered counterions are not the placed ones");
+    free(a);
+    free(b);
+
+    /* a file's configuration keeps the file's numbering */
+    refused(ions4, XYZ4("Na 0 0 0 1", "Cl 3 0 0 -1", "Na 0 3 0 1", "Cl 0 0 3 -1"), "numbering = space\n",
+            W("numbering = space renumbers the potential's placement", "allowed with initial: placed"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("initial");
@@ -407,6 +488,7 @@ int main(void)
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, system_from_the_file);
     tcase_add_test(tc, system_from_the_file_refused);
+    tcase_add_test(tc, numbering_space);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

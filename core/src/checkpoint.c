@@ -42,7 +42,8 @@ static int resumable(const char *section, const char *key)
 {
     /* where the first configuration came from: a resume starts from the
      * checkpoint's */
-    if (!strcmp(section, "system")) return !strcmp(key, "initial") || !strcmp(key, "initial_frame");
+    if (!strcmp(section, "system"))
+        return !strcmp(key, "initial") || !strcmp(key, "initial_frame") || !strcmp(key, "numbering");
     if (strcmp(section, "run")) return 0;
     for (int i = 0; RESUMABLE[i]; ++i)
         if (!strcmp(key, RESUMABLE[i])) return 1;
@@ -306,7 +307,7 @@ int metro__checkpoint_check(metro_sim *sim, metro_error *err)
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: belongs to another chain; a resume may change only [run] sweeps, output, device, "
                          "check_every, checkpoint_minutes, drift_tolerance, systems, scan and [system] initial, "
-                         "initial_frame. What differs:\n%s",
+                         "initial_frame, numbering. What differs:\n%s",
                          used, diff[0] ? diff : "  (the plugins' order)");
     }
     free(mine);

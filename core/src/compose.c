@@ -304,6 +304,12 @@ int metro__system_read(metro_sim *sim, metro_error *err)
                                               "defines bonds (one such as lj_fene must be a term)",
                            where_of(sim, "system", "initial"), metro__param_string(sim->system, "initial"),
                            su->topology.chains);
+    if (!sim->resuming && *metro__param_string(sim->system, "initial") &&
+        !strcmp(metro__param_string(sim->system, "numbering"), "space"))
+        return metro__fail(err, METRO_EUSAGE, "%s: [system] numbering = space renumbers the potential's placement; the "
+                                              "configuration of [system] initial = %s keeps the file's numbering "
+                                              "(allowed with initial: placed)",
+                           where_of(sim, "system", "numbering"), metro__param_string(sim->system, "initial"));
     if (su->topology.chains && bond < 0)
         return metro__fail(err, METRO_EUSAGE, "%s: [system] chains: no potential term defines bonds (one such as "
                                               "lj_fene must be a term)",

@@ -42,5 +42,9 @@ const metro_param_decl metro__system_params[] = {
      "start every replica from this configuration (.gsd, or extended .xyz); empty: the potential places the particles"},
     {"initial_frame", METRO_PARAM_INT, "-1", -9.2e18, 9.2e18, NULL, "",
      "frame of the initial file: 0 the first, -1 the last, -2 the one before"},
+    {"numbering", METRO_PARAM_CHOICE, "placed", 0, 0, "placed|space", "",
+     "the placed free particles' indices: as placed, or space: along a Z-order curve, so that the sweep in index "
+     "order walks through space (a tree's cells stay in cache: hierarchical 1.3-1.8x faster from 2^20); what is "
+     "sampled is the same"},
     METRO_PARAM_END};
 

@@ -352,6 +352,20 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
             goto fail;
         }
     }
+    if (!placed && !strcmp(metro__param_string(sim->system, "numbering"), "space")) {
+        /* the free particles follow the chains (compose.c) and keep their
+         * species; every replica along its own curve */
+        int free0 = 0;
+        for (int c = 0; c < st->topology->chains; ++c)
+            if (st->topology->first[c] + st->topology->length[c] > free0)
+                free0 = st->topology->first[c] + st->topology->length[c];
+        for (int r = 0; r < st->replicas; ++r)
+            if (metro_number_by_space(st->pos + (size_t)r * st->particles + free0, st->particles - free0)) {
+                rc = metro__fail(err, METRO_ERUN, "out of memory numbering %d particles along a curve",
+                                 st->particles - free0);
+                goto fail;
+            }
+    }
     metro__log(sim, METRO_LOG_DEBUG, "placed %zu particles in %.2f s", np, metro__now() - t0);
     if (st->backend == METRO_BACKEND_CUDA && (rc = metro__start_cuda(sim, err))) goto fail;
     /* after linking, so that observables can look up their kernels */

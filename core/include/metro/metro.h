@@ -115,6 +115,12 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err);
 int metro_sims_group(metro_sim *const *sims, int k, metro_error *err);
 void metro_sim_ungroup(metro_sim *sim);
 
+/* Renumber pos[0..n) along a Z-order (Morton) curve through the cube
+ * around them: consecutive indices then lie close in space, as an
+ * octree's leaves do ([system] numbering = space; numbering.c says why).
+ * The particles keep their species (w).  0, or -1 when out of memory. */
+int metro_number_by_space(metro_float4 *pos, int n);
+
 /* The command-line program: metro run|list|describe|--help|--version. */
 int metro_main(int argc, char **argv);
 
