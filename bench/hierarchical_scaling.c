@@ -18,7 +18,7 @@
  * differ).  Uniforms come from a xorshift here, not Philox: timing only.
  *
  *   hierarchical_scaling [--sizes 4096,...] [--seconds S] [--threads 1,2]
- *                        [--reference-pairs P] [--cpu]
+ *                        [--reference-pairs P] [--cpu] [--numbering placed|space]
  *                        [--set key=value]...   (sampler parameters)
  * --cpu times with the process's CPU clock instead of the wall clock: on a
  * machine shared with other work, the cost of the computation itself.
