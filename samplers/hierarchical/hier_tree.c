@@ -27,6 +27,29 @@ static size_t cells_of(const hier_tree *t, int l)
     return (size_t)t->m[l] * (size_t)t->m[l] * (size_t)t->m[l];
 }
 
+/* The index of cell (ix, iy, iz) of a level in that level's arrays (the
+ * moment blocks, the counts, the leaves' packings): its Morton code, the
+ * three coordinates' bits interleaved, so that neighbouring cells lie
+ * near each other in memory and the leaves are packed along the curve
+ * the rebuild walks.  (Row-major before; the same results bit for bit.
+ * Measured against it, one thread: 2^21 63.7 → 61.2 µs a move, 2^24
+ * 110.6 → 102.5 with numbering = space, 2^22 placed 90.6 → 88.8: within
+ * this machine's noise, not the TLB cure it was tried as.) */
+static inline size_t spread_bits(unsigned v) /* the 10 low bits to every third */
+{
+    size_t x = v & 0x3ffu;
+    x = (x | x << 16) & 0x30000ffu;
+    x = (x | x << 8) & 0x300f00fu;
+    x = (x | x << 4) & 0x30c30c3u;
+    x = (x | x << 2) & 0x9249249u;
+    return x;
+}
+
+static inline size_t cell_at(int ix, int iy, int iz)
+{
+    return spread_bits((unsigned)ix) << 2 | spread_bits((unsigned)iy) << 1 | spread_bits((unsigned)iz);
+}
+
 /* The factors of the solid harmonics' recurrences (moments4, expand) and
  * the norms' weights; the moments are laid out degree by degree
  * (hier_tree.h). */
@@ -156,8 +179,7 @@ static inline float charge(const hier_tree *t, metro_float4 a)
 
 static inline size_t cell_index(const hier_tree *t, int l, metro_float4 a)
 {
-    size_t ix = (size_t)hier_coord(t, l, a.x), iy = (size_t)hier_coord(t, l, a.y), iz = (size_t)hier_coord(t, l, a.z);
-    return (ix * (size_t)t->m[l] + iy) * (size_t)t->m[l] + iz;
+    return cell_at(hier_coord(t, l, a.x), hier_coord(t, l, a.y), hier_coord(t, l, a.z));
 }
 
 static inline double centre(const hier_tree *t, int l, int i)
@@ -280,7 +302,7 @@ static void mqueue_flush(const hier_tree *t, mqueue *q)
 static void mqueue_add(hier_tree *t, mqueue *q, int l, metro_float4 a, double sign)
 {
     const int ix = hier_coord(t, l, a.x), iy = hier_coord(t, l, a.y), iz = hier_coord(t, l, a.z);
-    const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
+    const size_t c = cell_at(ix, iy, iz);
     q->j[q->n++] = (mjob){t->mom[l] + c * (size_t)t->stride, (double)a.x - centre(t, l, ix),
                           (double)a.y - centre(t, l, iy), (double)a.z - centre(t, l, iz), (double)charge(t, a), sign};
     t->cnt[l][c] += sign > 0 ? 1 : -1;
@@ -290,7 +312,7 @@ static void mqueue_add(hier_tree *t, mqueue *q, int l, metro_float4 a, double si
 static double *cell_of(const hier_tree *t, int l, metro_float4 a)
 {
     const int ix = hier_coord(t, l, a.x), iy = hier_coord(t, l, a.y), iz = hier_coord(t, l, a.z);
-    const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
+    const size_t c = cell_at(ix, iy, iz);
     return t->mom[l] + c * (size_t)t->stride;
 }
 
@@ -388,19 +410,13 @@ void hier_tree_rebuild(hier_tree *t)
         }
     }
     for (int i = 0; i < t->n; ++i) link_leaf(t, i);
-    /* the moments leaf by leaf in Morton order, so that every level's cell
-     * stays in cache while its particles are added (in index order the
-     * cells are random: a rebuild streamed gigabytes at 2^20) */
+    /* the moments leaf by leaf in Morton order (the leaves' own), so that
+     * every level's cell stays in cache while its particles are added (in
+     * particle order the cells are random: a rebuild streamed gigabytes at
+     * 2^20) */
     mqueue q = {.n = 0};
     const int L = t->L;
-    for (size_t code = 0; code < nl; ++code) {
-        int ix = 0, iy = 0, iz = 0;
-        for (int b = 0; b < L; ++b) {
-            ix |= (int)((code >> (3 * b + 2)) & 1u) << b;
-            iy |= (int)((code >> (3 * b + 1)) & 1u) << b;
-            iz |= (int)((code >> (3 * b)) & 1u) << b;
-        }
-        const size_t c = ((size_t)ix * (size_t)t->m[L] + (size_t)iy) * (size_t)t->m[L] + (size_t)iz;
+    for (size_t c = 0; c < nl; ++c) {
         for (int k = t->start[c]; k < t->start[c] + t->count[c]; ++k)
             for (int l = 1; l < L; ++l) mqueue_add(t, &q, l, t->pos[t->pid[k]], 1.0);
         for (int j = t->head[c]; j >= 0; j = t->next[j])
@@ -693,7 +709,7 @@ static void direct_all(walk *w, int l, int ix, int iy, int iz)
 {
     const hier_tree *t = w->t;
     if (l == t->L) {
-        direct(w, ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz);
+        direct(w, cell_at(ix, iy, iz));
         return;
     }
     for (int a = 0; a < 2; ++a)
@@ -707,7 +723,7 @@ static void direct_all(walk *w, int l, int ix, int iy, int iz)
 static void visit(walk *w, int l, int ix, int iy, int iz)
 {
     const hier_tree *t = w->t;
-    const size_t c = ((size_t)ix * (size_t)t->m[l] + (size_t)iy) * (size_t)t->m[l] + (size_t)iz;
+    const size_t c = cell_at(ix, iy, iz);
     if (l == t->L) {
         if (t->count[c] == 0 && t->head[c] < 0) return;
     } else if (l > 0 && t->cnt[l][c] == 0) {
