@@ -8,6 +8,10 @@
 #     T0=$(date +%s) METRO_GPU_NOBUILD=1 K=4 SWEEPS=50 DEADLINE=555 \
 #       scripts/gpu.sh bash bench/gpu_8m.sh ensemble     (then again to finish)
 #   (2026-11-27: 4 x (10 + 50) cycles on 4 H100s in 11.5 min: README).
+#   The second call must come within the machine's idle release (30 s):
+#   the checkpoints live on that machine only.  A second call that came 4
+#   min late (a helper's turn cut off in between) found a fresh machine
+#   and ran the first 50 cycles again: issue both calls from one turn.
 # - one chain in pieces, each ended by SIGTERM: metro finishes its chunk,
 #   writes the checkpoint and stops, and `metro resume` continues
 #   byte-exactly.  Between machines the run directory travels through the
