@@ -777,6 +777,19 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
         direct(w, c);
         return;
     }
+    /* the eight children lie side by side (Morton order, cell_at): ask for
+     * their first lines at once, so that their misses overlap instead of
+     * each waiting behind its elder siblings' work */
+    const size_t c8 = 8 * c;
+    if (l + 1 < t->L) {
+        __builtin_prefetch(&t->cnt[l + 1][c8]);
+        const char *M8 = (const char *)(t->mom[l + 1] + c8 * (size_t)t->stride);
+        for (int k = 0; k < 8; ++k) __builtin_prefetch(M8 + (size_t)k * (size_t)t->stride * sizeof(double));
+    } else {
+        __builtin_prefetch(&t->count[c8]);
+        __builtin_prefetch(&t->start[c8]);
+        __builtin_prefetch(&t->head[c8]);
+    }
     for (int a = 0; a < 2; ++a)
         for (int b = 0; b < 2; ++b)
             for (int e = 0; e < 2; ++e) {
