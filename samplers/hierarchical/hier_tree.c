@@ -29,12 +29,13 @@ static size_t cells_of(const hier_tree *t, int l)
 
 /* The index of cell (ix, iy, iz) of a level in that level's arrays (the
  * moment blocks, the counts, the leaves' packings): its Morton code, the
- * three coordinates' bits interleaved, so that neighbouring cells lie
- * near each other in memory and the leaves are packed along the curve
- * the rebuild walks.  (Row-major before; the same results bit for bit.
- * Measured against it, one thread: 2^21 63.7 → 61.2 µs a move, 2^24
- * 110.6 → 102.5 with numbering = space, 2^22 placed 90.6 → 88.8: within
- * this machine's noise, not the TLB cure it was tried as.) */
+ * three coordinates' bits interleaved.  So a cell's eight children are
+ * side by side at 8c ... 8c + 7 of the next level (visit asks for their
+ * first lines together), neighbouring cells lie near each other in memory,
+ * and the leaves are packed along the curve the rebuild walks.  (Row-major
+ * before; the same results bit for bit.  The layout alone measured within
+ * this machine's noise; the children's prefetch it allows, 8-20% a move
+ * from 2^21: bench/NOTES.md.) */
 static inline size_t spread_bits(unsigned v) /* the 10 low bits to every third */
 {
     size_t x = v & 0x3ffu;
