@@ -26,7 +26,9 @@
  * Prints per N and thread count: time per cycle, the fraction of moves
  * decided at the first stage, at later stages and by the reference, far
  * cells and direct partners per move; then the reference's time per cycle
- * and the speed-up, and a least-squares exponent of cost vs N.
+ * and the speed-up, and a least-squares exponent of cost vs N; and the
+ * cost per move fitted as a + b log2 N and as c N^k, with the residual of
+ * each (whether a cycle's cost is N log N).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -416,18 +418,52 @@ static int hier_cycle(sys *s, const metro_plugin *smp, const metro_host_api *hos
     return 0;
 }
 
+/* Least-squares line y = a + b x. */
+static void line(const double *x, const double *y, int m, double *a, double *b)
+{
+    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (int i = 0; i < m; ++i) sx += x[i], sy += y[i], sxx += x[i] * x[i], sxy += x[i] * y[i];
+    *b = (m * sxy - sx * sy) / (m * sxx - sx * sx);
+    *a = (sy - *b * sx) / m;
+}
+
 /* Least-squares slope of log y against log x. */
 static double slope(const double *x, const double *y, int n)
 {
-    double sx = 0, sy = 0, sxx = 0, sxy = 0;
+    double lx[32], ly[32], a, b;
+    int m = 0;
+    for (int i = 0; i < n; ++i)
+        if (y[i] > 0) lx[m] = log(x[i]), ly[m++] = log(y[i]);
+    if (m < 2) return NAN;
+    line(lx, ly, m, &a, &b);
+    return b;
+}
+
+/* Is a cycle's cost N log N?  The cost per move (cycle / N) fitted by
+ * least squares as a + b log2 N and as c N^k: their residuals side by side
+ * (the smaller fits better). */
+static void log_or_power(const double *x, const double *cyc, int n)
+{
+    double lx[32], y[32], ly[32], lnx[32];
     int m = 0;
     for (int i = 0; i < n; ++i) {
-        if (!(y[i] > 0)) continue;
-        double a = log(x[i]), b = log(y[i]);
-        sx += a, sy += b, sxx += a * a, sxy += a * b, ++m;
+        if (!(cyc[i] > 0)) continue;
+        lx[m] = log2(x[i]);
+        lnx[m] = log(x[i]);
+        y[m] = 1e6 * cyc[i] / x[i];
+        ly[m] = log(y[m]);
+        ++m;
     }
-    if (m < 2) return NAN;
-    return (m * sxy - sx * sy) / (m * sxx - sx * sx);
+    if (m < 3) return;
+    double a, b, c, k, r_log = 0, r_pow = 0;
+    line(lx, y, m, &a, &b);
+    line(lnx, ly, m, &c, &k);
+    for (int i = 0; i < m; ++i) {
+        r_log += pow(a + b * lx[i] - y[i], 2);
+        r_pow += pow(exp(c + k * lnx[i]) - y[i], 2);
+    }
+    printf("  µs a move as a + b log2 N: b = %.3g, residual %.4g µs²; as c N^k: k = %.3f, residual %.4g µs²\n", b, r_log,
+           k, r_pow);
 }
 
 int main(int argc, char **argv)
@@ -497,8 +533,10 @@ int main(int argc, char **argv)
         free(s.pos);
         free(s.pos0);
     }
-    for (int b = 0; b < nthreads; ++b)
+    for (int b = 0; b < nthreads; ++b) {
         printf("fitted exponent of the cost per cycle vs N, %d thread(s): hierarchical %.3f, reference %.3f\n",
                threads[b], slope(xs, hy[b], nsizes), slope(xs, ry[b], nsizes));
+        log_or_power(xs, hy[b], nsizes);
+    }
     return 0;
 }
