@@ -279,6 +279,39 @@ static int leaf_level(int n, int leaf)
     return L < 0 ? 0 : L > HIER_MAX_LEVEL ? HIER_MAX_LEVEL : L;
 }
 
+/* How the particles are numbered, as this sampler feels it: the mean
+ * distance between index neighbours among the first 8192, over its value
+ * for points at random in the cell (36 R / 35 in a ball of radius R).
+ * About 1 for the placement's numbering; small along a space-filling curve
+ * ([system] numbering = space, or a file from a code that sorts its atoms
+ * in space). */
+static double neighbour_ratio(const metro_float4 *p, int n, double R)
+{
+    const int m = n < 8192 ? n : 8192;
+    if (m < 2 || !(R > 0)) return 1.0;
+    double s = 0.0;
+    for (int i = 1; i < m; ++i) {
+        const double dx = (double)p[i].x - p[i - 1].x, dy = (double)p[i].y - p[i - 1].y, dz = (double)p[i].z - p[i - 1].z;
+        s += sqrt(dx * dx + dy * dy + dz * dz);
+    }
+    return s / (m - 1) / (36.0 * R / 35.0);
+}
+
+/* On CUDA a batch's mates that are neighbours in space cost time: their
+ * mutual terms are large, and most trials take the refined look (1.4-1.7x
+ * slower a cycle from 2^20, bench/NOTES.md, "Numbering along a curve").
+ * Said where it happens, whatever numbered them so. */
+static void numbering_warning(const hier *b, const metro_state *st)
+{
+    const double r = neighbour_ratio(st->pos, b->n, b->cell_radius);
+    if (b->n >= 2 * b->batch && r < 0.5)
+        b->host->log(b->ctx, METRO_LOG_WARN,
+                     "index neighbours lie close together (%.2g of the distance at random): on CUDA a batch's mates "
+                     "are then neighbours and most trials take the refined look, 1.4-1.7x slower a cycle from 2^20 "
+                     "than numbered at random ([system] numbering = placed, the default, for a placed system)",
+                     r);
+}
+
 static int start(void *self, metro_state *st, const metro_potential_api *pot, void *pot_self)
 {
     hier *b = self;
@@ -320,6 +353,7 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
         b->host->log(b->ctx, METRO_LOG_INFO,
                      "%d levels (leaves of %.3g Å), order %d, theta %g, batches of %d; CUDA", L,
                      2.0 * Rt / (double)(1 << L), b->order, b->theta, b->batch);
+        numbering_warning(b, st);
         return 0;
     }
     if (hier_tree_init(&b->tree, st->pos, b->n, &b->prm, b->order_hi, b->order, L, Rt)) {

@@ -23,7 +23,10 @@
  *                long-double sum), dense at N = 4096, at the paper's
  *                density at 65,536, and coarse (exact passes in double
  *                inside the chain and at stops, in batches of 64); without
- *                a bound it parts. */
+ *                a bound it parts;
+ *   numbering    numbered along space ([system] numbering = space) the
+ *                sampler warns that CUDA runs slower so; as placed it does
+ *                not. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +205,29 @@ START_TEST(exact_chain)
 }
 END_TEST
 
+/* Numbered along space, a batch's mates are neighbours and CUDA runs
+ * slower: the sampler says so; numbered as placed, it does not. */
+START_TEST(numbering_warning)
+{
+    char d[] = "/tmp/metro-hier-gpu-XXXXXX", ini[2048];
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    ini_electrolyte(ini, sizeof ini, 21, 4096, 598.0, "plugin = hierarchical\ntrials = 1");
+    metro_test_write(d, "n.ini", "%s", ini);
+    for (int space = 0; space < 2; ++space) {
+        char *e = NULL;
+        const int rc = metro_test_clif(&e, "run %s/n.ini --device cuda --output %s/out%d --set run.sweeps=1 "
+                                           "--set system.numbering=%s", d, d, space, space ? "space" : "placed");
+        ck_assert_msg(rc == 0, "run failed: %s", e ? e : "");
+        const char *w = e ? strstr(e, "index neighbours lie close together") : NULL;
+        ck_assert_msg(space ? w != NULL : w == NULL, "numbering = %s: %s", space ? "space" : "placed", e ? e : "");
+        free(e);
+    }
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     METRO_TEST_REQUIRE_GPU();
@@ -219,5 +245,10 @@ int main(void)
     tcase_add_test(tc, same_chain_65536);
     tcase_add_test(tc, exact_chain);
     suite_add_tcase(s, tc);
+    /* (its own case: CK_RUN_CASE=numbering runs it alone) */
+    TCase *tn = tcase_create("numbering");
+    tcase_set_timeout(tn, 300);
+    tcase_add_test(tn, numbering_warning);
+    suite_add_tcase(s, tn);
     return metro_test_main(s);
 }
