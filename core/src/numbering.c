@@ -17,18 +17,6 @@
 
 #include "metro/metro.h"
 
-/* the 21 low bits of v spread to every third bit */
-static uint64_t spread3(uint64_t v)
-{
-    v &= 0x1fffff;
-    v = (v | v << 32) & 0x1f00000000ffffull;
-    v = (v | v << 16) & 0x1f0000ff0000ffull;
-    v = (v | v << 8) & 0x100f00f00f00f00full;
-    v = (v | v << 4) & 0x10c30c30c30c30c3ull;
-    v = (v | v << 2) & 0x1249249249249249ull;
-    return v;
-}
-
 typedef struct keyed {
     uint64_t key;
     int index;
@@ -71,7 +59,7 @@ int metro_number_by_space(metro_float4 *pos, int n)
             double v = (p[a] - lo[a]) * scale;
             c[a] = v <= 0.0 ? 0 : v >= 2097151.0 ? 2097151 : (uint64_t)v;
         }
-        k[i].key = spread3(c[0]) << 2 | spread3(c[1]) << 1 | spread3(c[2]);
+        k[i].key = metro_morton_spread(c[0]) << 2 | metro_morton_spread(c[1]) << 1 | metro_morton_spread(c[2]);
         k[i].index = i;
     }
     qsort(k, (size_t)n, sizeof *k, by_key);

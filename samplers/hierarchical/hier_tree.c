@@ -2,8 +2,10 @@
  * enclosure of the potential at a point (DESIGN.md, "The error bound"). */
 #include "hier_tree.h"
 #include "hier_math.h"
+#include "metro/plugin.h" /* metro_morton_spread */
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,19 +38,10 @@ static size_t cells_of(const hier_tree *t, int l)
  * before; the same results bit for bit.  The layout alone measured within
  * this machine's noise; the children's prefetch it allows, 8-20% a move
  * from 2^21: bench/NOTES.md.) */
-static inline size_t spread_bits(unsigned v) /* the 10 low bits to every third */
-{
-    size_t x = v & 0x3ffu;
-    x = (x | x << 16) & 0x30000ffu;
-    x = (x | x << 8) & 0x300f00fu;
-    x = (x | x << 4) & 0x30c30c3u;
-    x = (x | x << 2) & 0x9249249u;
-    return x;
-}
-
 static inline size_t cell_at(int ix, int iy, int iz)
 {
-    return spread_bits((unsigned)ix) << 2 | spread_bits((unsigned)iy) << 1 | spread_bits((unsigned)iz);
+    return (size_t)(metro_morton_spread((uint64_t)ix) << 2 | metro_morton_spread((uint64_t)iy) << 1 |
+                    metro_morton_spread((uint64_t)iz));
 }
 
 /* The factors of the solid harmonics' recurrences (moments4, expand) and

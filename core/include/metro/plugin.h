@@ -267,6 +267,22 @@ static inline void metro_species_interleave(metro_float4 *pos, int n, const long
     }
 }
 
+/* The 21 low bits of v spread to every third bit: one coordinate's share
+ * of a Z-order (Morton) code, spread(x) << 2 | spread(y) << 1 | spread(z).
+ * The core numbers particles along that curve ([system] numbering =
+ * space); an octree's cells stored in that order have their eight
+ * children side by side. */
+static inline uint64_t metro_morton_spread(uint64_t v)
+{
+    v &= 0x1fffff;
+    v = (v | v << 32) & 0x1f00000000ffffull;
+    v = (v | v << 16) & 0x1f0000ff0000ffull;
+    v = (v | v << 8) & 0x100f00f00f00f00full;
+    v = (v | v << 4) & 0x10c30c30c30c30c3ull;
+    v = (v | v << 2) & 0x1249249249249249ull;
+    return v;
+}
+
 /* Facts about the system.  The core fills particles, backend, seed,
  * species (when [system] or the initial file declares them), topology and
  * terms before the potentials' create(); a lone potential may fill species
