@@ -347,6 +347,12 @@ static void resumed_equals_straight(const char *how)
     snprintf(a, sizeof a, "%s/a/energy.csv", dir);
     snprintf(b, sizeof b, "%s/b/energy.csv", dir);
     ck_assert_msg(metro_test_same_file(a, b), "%s + resumed differs from straight: %s %s", how, a, b);
+    /* the resumed run's time is its own: the log says how many sweeps it ran */
+    snprintf(a, sizeof a, "%s/a/log.txt", dir);
+    char *log = metro_test_slurp(a);
+    ck_assert_msg(log && strstr(log, "of them since the resume at sweep"), "the log does not say the run was resumed: %s",
+                  log ? log : "(none)");
+    free(log);
 }
 
 START_TEST(checkpoints_by_wall_time)
