@@ -8,6 +8,11 @@
 #     T0=$(date +%s) METRO_GPU_NOBUILD=1 K=4 SWEEPS=50 DEADLINE=555 \
 #       scripts/gpu.sh bash bench/gpu_8m.sh ensemble     (then again to finish)
 #   (2026-11-27: 4 x (10 + 50) cycles on 4 H100s in 11.5 min: README).
+#   CONFIG and RUNDIR choose another config, EQ and SWEEPS its cycles: the
+#   paper's 2^20 with brush, 4 x (40 + 300) cycles in one call:
+#     T0=$(date +%s) METRO_GPU_NOBUILD=1 K=4 EQ=40 SWEEPS=300 DEADLINE=570 \
+#       CONFIG=configs/electrolyte_3to1.ini RUNDIR=runs/electrolyte_3to1 \
+#       scripts/gpu.sh bash bench/gpu_8m.sh ensemble
 #   The second call must come within the machine's idle release (30 s):
 #   the checkpoints live on that machine only.  A second call that came 4
 #   min late (a helper's turn cut off in between) found a fresh machine
@@ -82,7 +87,7 @@ case "${1:-}" in
     edir=${dir}_x$k
     if [ ! -f build-gpu-mpi/bin/metro ]; then
       cmake -S . -B build-gpu-mpi -G Ninja -DCMAKE_BUILD_TYPE=Release -DMETRO_MPI=ON >"$out/mpi_cmake.log" 2>&1 &&
-        cmake --build build-gpu-mpi -j --target metro_cli coulomb_hs hierarchical energy pair_correlation \
+        cmake --build build-gpu-mpi -j --target metro_cli coulomb_hs hierarchical brush energy pair_correlation \
           >"$out/mpi_build.log" 2>&1 || { tail -30 "$out/mpi_cmake.log" "$out/mpi_build.log"; exit 1; }
     fi
     echo "built at $(($(date +%s) - t0)) s"
