@@ -556,8 +556,18 @@ static int advance(void *self, metro_state *st, long sweeps)
                 } else {
                     /* with the truncation gone the enclosure would still
                      * straddle the threshold: refining cannot decide (up to
-                     * the few far partners a smaller theta makes near) */
-                    hopeless = hier_decide(est, b->bound_scale * floor * (1.0 + 1e-9), T, dT) == 2;
+                     * the few far partners a smaller theta makes near).
+                     * What cannot go is the floor of the next stage, not of
+                     * this one: under reference = exact the first look's
+                     * float near terms (f_a Φ_d) give way to double ones
+                     * (HIER_EXACT_TERM Φ_d) in every refinement, and
+                     * judging by the first look's floor sent ~3·10⁻⁵ of
+                     * the moves to the O(N) exact pass that a refinement
+                     * decides */
+                    const double next = b->ideal && !dbl
+                                            ? hier_floor(1, fabs(lz), HIER_EXACT_TERM, ks, rt.Phi + ro.Phi, 0.0, 0.0)
+                                            : floor;
+                    hopeless = hier_decide(est, b->bound_scale * next * (1.0 + 1e-9), T, dT) == 2;
                 }
             }
             if (!decided) {

@@ -659,6 +659,41 @@ START_TEST(resume_is_exact)
 }
 END_TEST
 
+START_TEST(exact_refines_before_its_pass)
+{
+    /* reference = exact: a move whose first look lies within that look's
+     * floor of its threshold (the float near terms' rounding, f_a Φ_d) is
+     * left to the refinements, whose near terms are double: only what they
+     * leave open pays the O(N) exact pass.  Judged by the first look's
+     * floor, 2 of these 163,840 moves went to the exact pass */
+    char d[] = "/tmp/metro-hier-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    metro_test_write(d, "a.ini",
+                     "[run]\nseed = 21\nsweeps = 40\nequilibration = 0\n\n[system]\nparticles = 4096\n\n"
+                     "[potential]\nplugin = coulomb_hs\nvalences = 3, -1\ndiameters = 7.5\ncell_radius = 598\n"
+                     "bjerrum = 7.117\nthreads = 1\n\n[sampler]\nplugin = hierarchical\nreference = exact\n");
+    char *e = NULL;
+    const int rc = metro_test_clif(&e, "run %s/a.ini --device cpu --output %s/o --quiet", d, d);
+    ck_assert_msg(rc == 0, "the run failed: %s", e ? e : "");
+    free(e);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/o/log.txt", d);
+    char *log = metro_test_slurp(path);
+    ck_assert_ptr_nonnull(log);
+    const char *at = strstr(log, "stage0 ");
+    long long s0 = -1, s1 = -1, s2 = -1, ex = -1;
+    ck_assert_msg(at && sscanf(at, "stage0 %lld, stage1 %lld, stage2 %lld, exact %lld", &s0, &s1, &s2, &ex) == 4,
+                  "no move counts in the log: %s", log);
+    printf("reference = exact, 4096 ions, 40 cycles: stage0 %lld, stage1 %lld, stage2 %lld, exact passes %lld\n", s0,
+           s1, s2, ex);
+    ck_assert_msg(s2 > 0, "no move reached the second refinement: the case no longer tests anything");
+    ck_assert_msg(ex == 0, "%lld moves went to the exact pass that a refinement decides", ex);
+    free(log);
+    snprintf(path, sizeof path, "rm -rf %s", d);
+    ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 static void refused(const char *ini, const char *want)
 {
     metro_test_refused(ini, NULL, want);
@@ -706,7 +741,7 @@ int main(void)
     (void)enclosure, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)reference_rounding, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
     (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda_tolerance;
     (void)resume_is_exact, (void)tree_energy, (void)exact_pass_ideal, (void)exact_chain_audited,
-        (void)exact_audit_can_fail;
+        (void)exact_audit_can_fail, (void)exact_refines_before_its_pass;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 #else
@@ -729,6 +764,7 @@ int main(void)
     add(tc, "refusals", refusals);
     add(tc, "refuses_cuda_tolerance", refuses_cuda_tolerance);
     add(tc, "resume_is_exact", resume_is_exact);
+    add(tc, "exact_refines_before_its_pass", exact_refines_before_its_pass);
     (void)same_chain_dilute_65536;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
