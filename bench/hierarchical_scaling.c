@@ -17,7 +17,7 @@
  * (not equilibrated: the decision statistics of an equilibrated melt may
  * differ).  Uniforms come from a xorshift here, not Philox: timing only.
  *
- *   hierarchical_scaling [--sizes 4096,...] [--seconds S] [--threads 1,2]
+ *   hierarchical_scaling [--sizes 4096,...] [--seconds S | --trials K] [--threads 1,2]
  *                        [--reference-pairs P] [--cpu] [--numbering placed|space]
  *                        [--set key=value]...   (sampler parameters)
  * --cpu times with the process's CPU clock instead of the wall clock: on a
@@ -59,6 +59,9 @@ static int use_cpu;
  * ball, each as local as a whole cycle's run along the curve). */
 static int by_space;
 
+/* --trials K: time K moves instead of about --seconds of them */
+static int fixed_trials;
+
 /* pos = pos0, with the timed stretches (above) first when by_space */
 static void timed_first(metro_float4 *pos, const metro_float4 *pos0, int n, int trials)
 {
@@ -69,7 +72,11 @@ static void timed_first(metro_float4 *pos, const metro_float4 *pos0, int n, int 
     int at = 0, from[8], len[8];
     for (int c = 0; c < 8; ++c) {
         len[c] = trials / 8 + (c < trials % 8);
-        from[c] = (int)((long)n * c / 8) + ((int)((long)n * (c + 1) / 8 - (long)n * c / 8) - len[c]) / 2;
+        /* from the middle of the part on: a fixed start, so that a run of
+         * more trials times a superset of a shorter run's (runs with
+         * different windows stay comparable) */
+        const long part = (long)n * (c + 1) / 8 - (long)n * c / 8;
+        from[c] = (int)((long)n * c / 8 + (len[c] <= part / 2 ? part / 2 : part - len[c]));
         memcpy(pos + at, pos0 + from[c], (size_t)len[c] * sizeof *pos);
         at += len[c];
     }
@@ -404,7 +411,10 @@ static int hier_cycle(sys *s, const metro_plugin *smp, const metro_host_api *hos
     int k = s->n < 16 ? s->n : 16;
     if (hier_once(s, smp, host, k, threads, sets, nsets, &tk, r)) return -1;
     double per = r->t_moves / k;
-    if (per > 0) {
+    if (fixed_trials > 0) { /* --trials: the same moves in every run, so runs compare move for move */
+        k = fixed_trials < s->n ? fixed_trials : s->n;
+        if (hier_once(s, smp, host, k, threads, sets, nsets, &tk, r)) return -1;
+    } else if (per > 0) {
         long want = (long)(seconds / per);
         if (want > s->n) want = s->n;
         if (want > k) {
@@ -483,6 +493,12 @@ int main(int argc, char **argv)
             for (char *t = strtok(argv[++i], ","); t && nthreads < 4; t = strtok(NULL, ",")) threads[nthreads++] = atoi(t);
         } else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
             seconds = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--trials") && i + 1 < argc) {
+            fixed_trials = atoi(argv[++i]);
+            if (fixed_trials < 16) {
+                fprintf(stderr, "hierarchical_scaling: --trials %s: at least 16\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(argv[i], "--reference-pairs") && i + 1 < argc) {
             ref_pd = atof(argv[++i]);
         } else if (!strcmp(argv[i], "--cpu")) {
@@ -494,7 +510,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--set") && i + 1 < argc && nsets < 32) {
             sets[nsets++] = argv[++i];
         } else {
-            fprintf(stderr, "usage: %s [--sizes N,N,...] [--threads 1,2] [--seconds S] [--reference-pairs P] "
+            fprintf(stderr, "usage: %s [--sizes N,N,...] [--threads 1,2] [--seconds S | --trials K] [--reference-pairs P] "
                             "[--cpu] [--numbering placed|space] [--set key=value]...\n", argv[0]);
             return 2;
         }
