@@ -561,10 +561,10 @@ static int advance(void *self, metro_state *st, long sweeps)
                      * this one: under reference = exact the first look's
                      * float near terms (f_a Φ_d) give way to double ones
                      * (HIER_EXACT_TERM Φ_d) in every refinement, and
-                     * judging by the first look's floor sent ~3·10⁻⁵ of
-                     * the moves to the O(N) exact pass that a refinement
+                     * judging by the first look's floor sent ~10⁻⁵ of the
+                     * moves to the O(N) exact pass that a refinement
                      * decides */
-                    const double next = b->ideal && !dbl
+                    const double next = b->ideal && stage == 0
                                             ? hier_floor(1, fabs(lz), HIER_EXACT_TERM, ks, rt.Phi + ro.Phi, 0.0, 0.0)
                                             : floor;
                     hopeless = hier_decide(est, b->bound_scale * next * (1.0 + 1e-9), T, dT) == 2;

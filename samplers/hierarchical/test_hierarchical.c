@@ -666,14 +666,12 @@ START_TEST(exact_refines_before_its_pass)
      * left to the refinements, whose near terms are double: only what they
      * leave open pays the O(N) exact pass.  Judged by the first look's
      * floor, 2 of these 163,840 moves went to the exact pass */
-    char d[] = "/tmp/metro-hier-XXXXXX";
+    char d[] = "/tmp/metro-hier-XXXXXX", ini[2048];
     ck_assert_ptr_nonnull(mkdtemp(d));
-    metro_test_write(d, "a.ini",
-                     "[run]\nseed = 21\nsweeps = 40\nequilibration = 0\n\n[system]\nparticles = 4096\n\n"
-                     "[potential]\nplugin = coulomb_hs\nvalences = 3, -1\ndiameters = 7.5\ncell_radius = 598\n"
-                     "bjerrum = 7.117\nthreads = 1\n\n[sampler]\nplugin = hierarchical\nreference = exact\n");
+    ini_electrolyte(ini, sizeof ini, 21, 4096, 598.0, "plugin = hierarchical\nreference = exact");
+    metro_test_write(d, "a.ini", "%s", ini);
     char *e = NULL;
-    const int rc = metro_test_clif(&e, "run %s/a.ini --device cpu --output %s/o --quiet", d, d);
+    const int rc = metro_test_clif(&e, "run %s/a.ini --device cpu --output %s/o --set run.sweeps=40 --quiet", d, d);
     ck_assert_msg(rc == 0, "the run failed: %s", e ? e : "");
     free(e);
     char path[1100];
