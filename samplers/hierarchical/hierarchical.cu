@@ -483,6 +483,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
     __shared__ int tcnt[2][2][HG_TEAM_MAX];      /* a round's pushes and near leaves per warp, by parity */
     __shared__ double tsum[HG_TEAM_MAX][7];
     __shared__ int tflag[HG_TEAM_MAX][3];
+    __shared__ unsigned fq[HG_TEAM_MAX][64];     /* each warp's far cells waiting for lanes: a ring */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int whole = mode == HG_WALK_WHOLE, refined = mode == HG_WALK_REFINE;
     /* reference = exact: the refined look sums its near partners in double,
@@ -512,6 +513,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
     double S = 0.0, E = 0.0, Phi = 0.0, Phif = 0.0, adds = 0.0, Sf = 0.0, Phid = 0.0;
     int overlap = 0, degenerate = 0, err = 0;
     int ncur = 1, nnear = 0, cur = 0;
+    int fh = 0, nq = 0; /* the far ring's head and length */
     if (lane == 0 && wi == 0) front[0] = 0u;
     if (a.L == 0) { /* one leaf: the whole cube */
         if (lane == 0 && wi == 0) nearl[0] = 0u;
@@ -527,7 +529,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
         const int sl[3] = {hg_coord(&a, l, o.x), hg_coord(&a, l, o.y), hg_coord(&a, l, o.z)};
         for (int c0 = 0; c0 < ncand; c0 += 32 * team, ++round) {
             const int c = c0 + 32 * wi + lane;
-            int push = 0, isnear = 0;
+            int push = 0, isnear = 0, far = 0;
             unsigned val = 0;
             if (c < ncand) {
                 const unsigned e = fc[c >> 3];
@@ -556,16 +558,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
                                     push = 1;
                                     val |= 1u << 30;
                                 } else {
-                                    const double *M = a.blk + cell * a.stride;
-                                    const double v = 1.0 / d, idr = 1.0 / (d - rho);
-                                    const double extra = (double)cn * HG_FIX_SLACK;
-                                    S += hier_expand(a.tab + HG_T_IC1, a.tab + HG_T_IC2, M + a.moff, y, v, q);
-                                    E += hier_trunc(M + 1, a.pm, v, idr, q) + extra * idr;
-                                    const double phc = hier_phi(M, a.doff, a.phik, y, v, idr, rho) + extra * v;
-                                    Phi += phc;
-                                    Phif += phc;
-                                    adds += (double)((q + 1) * (q + 1));
-                                    if (ix == sl[0] && iy == sl[1] && iz == sl[2]) S -= skip_z / skip_r;
+                                    far = 1;
                                 }
                             } else {
                                 push = 1;
@@ -599,6 +592,42 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
             if (isnear) nearl[nnear + bn + __popc(mn & lt)] = val;
             nnext += tp;
             nnear += tn;
+            /* The round's far cells join the warp's ring; they are
+             * expanded 32 at a time, a lane each, and the level's rest
+             * after its last round (all of one level: l, sl), so the
+             * lanes are busy in the expansions, not the few whose
+             * candidate happened to be far (the cells, their order and
+             * so every lane's sum are the same on every run). */
+            const unsigned mf = __ballot_sync(HG_FULL, far);
+            if (far) fq[warp][(fh + nq + __popc(mf & lt)) & 63] = val;
+            nq += __popc(mf);
+            __syncwarp();
+            const int last = c0 + 32 * team >= ncand;
+            while (nq >= 32 || (last && nq > 0)) {
+                const int take = min(nq, 32);
+                if (lane < take) {
+                    const unsigned e = fq[warp][(fh + lane) & 63];
+                    const int ix = (int)(e & 1023u), iy = (int)((e >> 10) & 1023u), iz = (int)((e >> 20) & 1023u);
+                    const long long cell = a.cell0[l] + ((long long)ix * a.m[l] + iy) * a.m[l] + iz;
+                    const double y[3] = {xd[0] - hg_centre(&a, l, ix), xd[1] - hg_centre(&a, l, iy),
+                                         xd[2] - hg_centre(&a, l, iz)};
+                    const double d = sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2]);
+                    const double rho = a.rho[l];
+                    const double *M = a.blk + cell * a.stride;
+                    const double v = 1.0 / d, idr = 1.0 / (d - rho);
+                    const double extra = (double)a.cnt[cell] * HG_FIX_SLACK;
+                    S += hier_expand(a.tab + HG_T_IC1, a.tab + HG_T_IC2, M + a.moff, y, v, q);
+                    E += hier_trunc(M + 1, a.pm, v, idr, q) + extra * idr;
+                    const double phc = hier_phi(M, a.doff, a.phik, y, v, idr, rho) + extra * v;
+                    Phi += phc;
+                    Phif += phc;
+                    adds += (double)((q + 1) * (q + 1));
+                    if (ix == sl[0] && iy == sl[1] && iz == sl[2]) S -= skip_z / skip_r;
+                }
+                fh = (fh + take) & 63;
+                nq -= take;
+                __syncwarp();
+            }
         }
         hg_team_sync(team);
         cur ^= 1;
@@ -622,34 +651,51 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
             if (lane >= o2) pre += v;
         }
         const int total = __shfl_sync(HG_FULL, pre, 31);
-        for (int base = 0; base < total; base += 32) {
-            const int idx = base + lane;
-            int lo = 0; /* the first lane whose prefix exceeds idx */
-            for (int step = 16; step; step >>= 1) {
-                const int pv = __shfl_sync(HG_FULL, pre, lo + step - 1);
-                if (pv <= idx) lo += step;
+        /* two places a lane per round, their loads (index, place, radius
+         * of both) issued together: the near field's time is these
+         * loads' latency (ncu: two thirds of its stalls), not arithmetic */
+        for (int base = 0; base < total; base += 64) {
+            int sidx[2];
+            for (int h = 0; h < 2; ++h) {
+                const int idx = base + 32 * h + lane;
+                int lo = 0; /* the first lane whose prefix exceeds idx */
+                for (int step = 16; step; step >>= 1) {
+                    const int pv = __shfl_sync(HG_FULL, pre, lo + step - 1);
+                    if (pv <= idx) lo += step;
+                }
+                const int pu = __shfl_sync(HG_FULL, pre, lo), cu_ = __shfl_sync(HG_FULL, cn, lo),
+                          su = __shfl_sync(HG_FULL, st, lo);
+                sidx[h] = idx < total ? su + idx - (pu - cu_) : -1;
             }
-            const int pu = __shfl_sync(HG_FULL, pre, lo), cu_ = __shfl_sync(HG_FULL, cn, lo),
-                      su = __shfl_sync(HG_FULL, st, lo);
-            if (idx >= total) continue;
-            const int s = su + idx - (pu - cu_);
-            const int id = a.pid[s];
-            if (id < 0 || id == skip) continue;
-            const float4 b = a.pk[s];
-            const float br = a.pr[s];
-            const float r2 = hg_r2(x.x, x.y, x.z, b.x, b.y, b.z);
-            const float dmin = __fadd_rn(sa.y, br);
-            const int bad = r2 < __fmul_rn(dmin, dmin) || r2 == 0.0f;
-            if (bad) {
-                if (id >= a.b0 && id < mate_hi) continue; /* a mate: the chain counts it */
-                if (r2 != 0.0f && is_t) overlap = 1;
-                else degenerate = 1;
-                continue;
+            int ids[2];
+            float4 bs[2];
+            float brs[2];
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int s = sidx[h] >= 0 ? sidx[h] : 0;
+                ids[h] = sidx[h] >= 0 ? a.pid[s] : -1;
+                bs[h] = a.pk[s];
+                brs[h] = a.pr[s];
             }
-            const float inv = hg_inv(r2);
-            Sf += dbl ? hg_exact_term(sa.z, b.w, x, b) : (double)__fmul_rn(__fmul_rn(sa.z, b.w), inv);
-            Phid += (double)fabsf(b.w) * (double)inv;
-            ++nd;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int id = ids[h];
+                if (id < 0 || id == skip) continue;
+                const float4 b = bs[h];
+                const float r2 = hg_r2(x.x, x.y, x.z, b.x, b.y, b.z);
+                const float dmin = __fadd_rn(sa.y, brs[h]);
+                const int bad = r2 < __fmul_rn(dmin, dmin) || r2 == 0.0f;
+                if (bad) {
+                    if (id >= a.b0 && id < mate_hi) continue; /* a mate: the chain counts it */
+                    if (r2 != 0.0f && is_t) overlap = 1;
+                    else degenerate = 1;
+                    continue;
+                }
+                const float inv = hg_inv(r2);
+                Sf += dbl ? hg_exact_term(sa.z, b.w, x, b) : (double)__fmul_rn(__fmul_rn(sa.z, b.w), inv);
+                Phid += (double)fabsf(b.w) * (double)inv;
+                ++nd;
+            }
         }
     }
     /* particles waiting in the overflow list, when their leaf is near */
@@ -1133,44 +1179,92 @@ static __device__ __noinline__ int hg_xpass(const hg_args *a, unsigned epoch, in
     return hier_decide(tot[0], hg_xeps(a, tot[0], tot[1], a->xpath), tr.T, tr.dT);
 }
 
-/* Warp w's share of a 32 x 32 block of the mates' terms: rows mates
- * 32 rr ... (the deciding chunk), columns the warp's own trials, into
- * shared memory (terms of trials past S: 0) */
-static __device__ __forceinline__ void hg_stage(const hg_args *a, int rr, int w, double (*dst)[32],
-                                                unsigned char (*fdst)[32])
+/* A trial's rule in the chain (hierarchical.c's): accept when est + v +
+ * eps <= acc = max(0, T - dT) (hi <= 0 or hi <= T - dT), reject when
+ * est + v - eps >= rej = T + dT; kind 1 blocked, 2 degenerate */
+struct hg_rule {
+    double est, eps, acc, rej;
+    int kind;
+};
+
+static __device__ __forceinline__ hg_rule hg_rule_of(const hg_args *a, int k)
 {
-    const int lane = threadIdx.x & 31, k = 32 * w + lane;
-    for (int u = 0; u < 32; ++u) {
-        const int j = 32 * rr + u;
-        const int ok = j < a->S && k < a->S;
-        dst[u][lane] = ok ? a->corr[(size_t)j * a->S + k] : 0.0;
-        fdst[u][lane] = ok ? a->flg[(size_t)j * a->S + k] : (unsigned char)0;
+    hg_rule r = {0.0, 0.0, 0.0, 0.0, 0};
+    if (k < a->S) {
+        const hg_trial tr = a->tr[k];
+        r.est = tr.est;
+        r.eps = tr.eps;
+        r.acc = fmax(0.0, tr.T - tr.dT);
+        r.rej = tr.T + tr.dT;
+        r.kind = tr.blocked ? 1 : tr.degenerate ? 2 : 0;
     }
-    __syncwarp();
+    return r;
+}
+
+/* Rows [first, 64) by step of what chunk w needs while chunk w - 1 is
+ * decided, lane: column k = 32 w + lane.  Row r < 32 is row r of chunk
+ * w's own block of terms (mates j of chunk w against its lanes: to dst),
+ * row r >= 32 row r - 32 of chunk w - 1's block for w's lanes (to ndst);
+ * with ndst null only the first 32.  The block's warps that do not decide
+ * share the rows, four loads in flight each, so the staging takes about
+ * one load's latency and not 64 of them. */
+static __device__ __forceinline__ void hg_stage(const hg_args *a, int w, int first, int step, double (*dst)[32],
+                                                unsigned char (*fdst)[32], double (*ndst)[32],
+                                                unsigned char (*fndst)[32])
+{
+    const int lane = threadIdx.x & 31, k = 32 * w + lane, rows = ndst ? 64 : 32;
+    for (int r0 = first; r0 < rows; r0 += 4 * step) {
+        double cv[4];
+        unsigned char fv[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int r = r0 + i * step, j = 32 * (r < 32 ? w : w - 1) + (r & 31);
+            const int ok = r < rows && j < a->S && k < a->S;
+            cv[i] = ok ? a->corr[(size_t)j * a->S + k] : 0.0;
+            fv[i] = ok ? a->flg[(size_t)j * a->S + k] : (unsigned char)0;
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const int r = r0 + i * step;
+            if (r < 32) {
+                dst[r][lane] = cv[i];
+                fdst[r][lane] = fv[i];
+            } else if (r < rows) {
+                ndst[r - 32][lane] = cv[i];
+                fndst[r - 32][lane] = fv[i];
+            }
+        }
+    }
 }
 
 /* Lane k: chunk c's accepted mates' changes (mask m) from global memory,
- * in index order, two loads in flight */
+ * in index order, eight loads in flight */
 static __device__ __forceinline__ void hg_add_accepted(const hg_args *a, int c, unsigned m, int k, double &v, int &nA,
                                                        int &nB)
 {
     const double *corr = a->corr + k;
     const unsigned char *flg = a->flg + k;
     while (m) {
-        const int j0 = 32 * c + __ffs(m) - 1;
-        m &= m - 1;
-        const int j1 = m ? 32 * c + __ffs(m) - 1 : -1;
-        m &= m - 1;
-        const double c0 = corr[j0 * a->S], c1 = j1 >= 0 ? corr[j1 * a->S] : 0.0;
-        const int f0 = flg[j0 * a->S], f1 = j1 >= 0 ? flg[j1 * a->S] : 0;
-        v += c0;
-        nA -= f0 & 1;
-        nB += (f0 >> 1) & 1;
-        if (j1 >= 0) {
-            v += c1;
-            nA -= f1 & 1;
-            nB += (f1 >> 1) & 1;
+        int js[8];
+        double cv[8];
+        int fv[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            js[i] = m ? 32 * c + __ffs(m) - 1 : -1;
+            m &= m - 1;
         }
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            cv[i] = js[i] >= 0 ? corr[(size_t)js[i] * a->S] : 0.0;
+            fv[i] = js[i] >= 0 ? flg[(size_t)js[i] * a->S] : 0;
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            if (js[i] >= 0) {
+                v += cv[i];
+                nA -= fv[i] & 1;
+                nB += (fv[i] >> 1) & 1;
+            }
     }
 }
 
@@ -1190,42 +1284,49 @@ static __device__ __forceinline__ void hg_accepted(int j, int k, int in, const d
     }
 }
 
-/* The launch's deciding block (the first of its launch to run: the
- * others are the exact pass's helpers, hg_xhelp), S threads rounded up to
- * 32, thread k the k-th trial: the decisions in index order, from `from`,
- * a warp's 32 trials (a chunk) at a time.  The chunk's warp decides its
- * trials one after the other: the deciding lane applies hierarchical.c's
- * rule to its running sum, a shuffle hands the decision to the warp (an
- * open one first goes through the exact pass, hg_xpass), and on
- * acceptance every later lane adds mate j's exact change (from shared
- * memory, where the warp put its block of terms while the chunk before it
- * was decided).  Then one block barrier, and every later warp adds the
- * accepted mates' changes in index order: the next warp from shared
- * memory, so it can start at once, the others from global memory while
- * the next chunk is decided.  Every running sum has the bits of a chain of
- * single decisions.  (One barrier and one global load per decision was
- * ~0.6 µs a decision.)  What the exact pass leaves open stops the chain
- * (its state kept in vstate / nstate) for the host's reference. */
-extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid_constant__ hg_args a, int from)
-{
-    __shared__ unsigned smask[HG_MAX_BATCH / 32]; /* per chunk: the lanes accepted */
-    __shared__ int sstop;                         /* the first undecided trial, or S */
-    __shared__ unsigned long long sticket;
-    __shared__ double xs_v[32], xs_de[32]; /* the deciding warp's lanes across an exact pass */
-    __shared__ int2 xs_n[32];
+/* What the deciding block keeps in shared memory (hg_chain, hg_decide) */
+struct hg_chain_smem {
+    unsigned mask[HG_MAX_BATCH / 32]; /* per chunk: the lanes accepted */
+    /* per chunk: its open trial, or S.  A slot per chunk, not one word:
+     * chunk c + 1's warp may write before a slower warp has read chunk
+     * c's (racecheck found the one word's race) */
+    int stop[HG_MAX_BATCH / 32];
+    int from, preset;                 /* where hg_decide starts, and that trial's decision when made (>= 0) */
+    double preset_de;                 /* and its energy change */
     /* by chunk parity: the deciding warp's own block, and the next warp's
      * block of the deciding chunk's terms */
-    __shared__ double sdiag[2][32][32], snext[2][32][32];
-    __shared__ unsigned char fdiag[2][32][32], fnext[2][32][32];
-    if (threadIdx.x == 0) sticket = atomicAdd(a.xticket, 1ull);
-    __syncthreads();
-    const unsigned long long ticket = sticket;
-    const unsigned epoch = (unsigned)(ticket / gridDim.x);
-    if (ticket % gridDim.x) {
-        hg_xhelp(&a, epoch, (int)(ticket % gridDim.x) - 1);
-        return;
-    }
-    const int k = threadIdx.x, lane = k & 31, warp = k >> 5, in = k < a.S;
+    double diag[2][32][32], next[2][32][32];
+    unsigned char fdiag[2][32][32], fnext[2][32][32];
+    hg_rule rule[2][32]; /* by chunk parity: the deciding warp's trials */
+};
+
+/* The decisions of the batch from trial `from` (decided already when
+ * preset >= 0, with energy change preset_de) up to the first trial the
+ * enclosure leaves open, or to the end: returns that trial, or S.  Thread
+ * k the k-th trial; a warp's 32 trials (a chunk) at a time: the chunk's
+ * warp decides its trials one after the other, the deciding lane applying
+ * hierarchical.c's rule to its running sum, a shuffle handing the decision
+ * to the warp, and on acceptance every later lane adding mate j's exact
+ * change (from shared memory, where the other warps put the chunk's block
+ * of terms while the chunk before it was decided).  Then one block
+ * barrier, and every later warp adds the accepted mates' changes in index
+ * order: the next warp from shared memory, so it can start at once, the
+ * others from global memory while the next chunk is decided.  Every
+ * running sum has the bits of a chain of single decisions.  The sums of
+ * the trials after the open one wait in vstate / nstate.  Nothing here
+ * calls a function: its values stay in registers (with the exact pass's
+ * call inside this loop, nvJitLink kept the loop's counters and sums in
+ * local memory: ~500 cycles a decision). */
+static __device__ __forceinline__ int hg_decide(const hg_args &a, hg_chain_smem &sm)
+{
+    /* the thread's index read afresh (not the caller's, which lives
+     * across the exact pass's call and so in local memory) */
+    unsigned tid;
+    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(tid));
+    const int k = (int)tid, lane = k & 31, warp = k >> 5, in = k < a.S, nw = (int)(blockDim.x >> 5);
+    const int from = sm.from, preset = sm.preset;
+    const double preset_de = sm.preset_de;
+    int decided0 = 0;
     double v = 0.0; /* Σ of the accepted mates' changes */
     int nA = 0, nB = 0;
     if (in) {
@@ -1237,12 +1338,9 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
             nB = a.nstate[a.S + k];
         }
     }
-    hg_status *st = a.status;
-    const int preset = st->preset;
-    int decided0 = 0, decided1 = 0;
     const int c0 = from >> 5, nch = (a.S + 31) >> 5;
-    if (warp == c0) hg_stage(&a, c0, c0, sdiag[c0 & 1], fdiag[c0 & 1]);
-    if (k == 0) sstop = a.S;
+    hg_stage(&a, c0, warp, nw, sm.diag[c0 & 1], sm.fdiag[c0 & 1], nullptr, nullptr);
+    if (warp == c0) sm.rule[c0 & 1][lane] = hg_rule_of(&a, k);
     __syncthreads();
     int stop = a.S;
     for (int c = c0; c < nch && stop == a.S; ++c) {
@@ -1251,79 +1349,35 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
             /* my chunk's decisions */
             const int j0 = max(from, 32 * c), j1 = min(32 * c + 32, a.S);
             unsigned accm = 0;
-            int mystop = a.S;
             double de = 0.0; /* my move's energy change, once decided */
-            /* my trial's rule, in few registers and loaded only now (the
-             * decisions' loop must not spill): accept when est + v + eps
-             * <= max(0, T - dT) (hierarchical.c: hi <= 0 or hi <= T - dT),
-             * reject when est + v - eps >= T + dT; kind 1 blocked, 2
-             * degenerate */
+            const double est = sm.rule[p][lane].est, eps = sm.rule[p][lane].eps, acc_thr = sm.rule[p][lane].acc,
+                         rej_thr = sm.rule[p][lane].rej;
+            const int kind = sm.rule[p][lane].kind;
             int j = j0;
-            for (;;) {
-                double est = 0.0, eps = 0.0, acc_thr = 0.0, rej_thr = 0.0;
-                int kind = 0;
-                if (in) {
-                    const hg_trial tr = a.tr[k];
-                    est = tr.est;
-                    eps = tr.eps;
-                    acc_thr = fmax(0.0, tr.T - tr.dT);
-                    rej_thr = tr.T + tr.dT;
-                    kind = tr.blocked ? 1 : tr.degenerate ? 2 : 0;
-                }
-                /* the decisions the enclosure makes (no call in this loop:
-                 * it keeps its values in registers) */
+            for (; j < j1; ++j) {
                 int d = 0;
-                for (; j < j1; ++j) {
-                    d = 0;
-                    if (k == j) {
-                        if (j == from && preset >= 0) {
-                            d = preset;
-                            de = st->preset_de;
-                        } else if (kind == 1 || nA > 0 || nB > 0) {
-                            d = 0;
-                            ++decided0;
-                        } else if (kind == 2) {
-                            d = 2;
-                        } else {
-                            de = est + v;
-                            d = de + eps <= acc_thr ? 1 : de - eps >= rej_thr ? 0 : 2;
-                            if (d != 2) ++decided0;
-                        }
-                    }
-                    d = __shfl_sync(HG_FULL, d, j & 31);
-                    if (d == 2) break;
-                    if (d == 1) hg_accepted(j, k, in, sdiag[p], fdiag[p], accm, v, nA, nB);
-                }
-                if (j >= j1) break;
-                /* trial j left open: the whole warp's exact pass, every
-                 * partner's reference term where it is now (this chunk's
-                 * accepted mates moved first) */
-                if ((accm >> lane) & 1u) a.pos[a.b0 + k] = a.ttri[k];
-                /* the lanes' sums wait in shared memory: nothing of the
-                 * loop above lives across the call, so that loop keeps
-                 * its values in registers */
-                xs_v[lane] = v;
-                xs_de[lane] = de;
-                xs_n[lane] = make_int2(nA, nB);
-                double xde = 0.0;
-                d = hg_xpass(&a, epoch, j, &xde);
-                v = xs_v[lane];
-                de = xs_de[lane];
-                nA = xs_n[lane].x;
-                nB = xs_n[lane].y;
-                if (d == 2) {
-                    mystop = j;
-                    break;
-                }
                 if (k == j) {
-                    de = xde;
-                    ++decided1;
+                    if (j == from && preset >= 0) {
+                        d = preset;
+                        de = preset_de;
+                    } else if (kind == 1 || nA > 0 || nB > 0) {
+                        d = 0;
+                        ++decided0;
+                    } else if (kind == 2) {
+                        d = 2;
+                    } else {
+                        de = est + v;
+                        d = de + eps <= acc_thr ? 1 : de - eps >= rej_thr ? 0 : 2;
+                        if (d != 2) ++decided0;
+                    }
                 }
-                if (d == 1) hg_accepted(j, k, in, sdiag[p], fdiag[p], accm, v, nA, nB);
-                ++j;
+                d = __shfl_sync(HG_FULL, d, j & 31);
+                if (d == 2) break;
+                if (d == 1) hg_accepted(j, k, in, sm.diag[p], sm.fdiag[p], accm, v, nA, nB);
             }
-            /* each lane its own decision */
-            if (k >= j0 && k < min(j1, mystop)) {
+            /* each lane its own decision; the accepted mates' places
+             * before an exact pass of trial j */
+            if (k >= j0 && k < j) {
                 const int acc = (accm >> lane) & 1u;
                 a.acc[k] = (unsigned char)acc;
                 if (acc) {
@@ -1332,25 +1386,27 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
                 }
             }
             if (lane == 0) {
-                smask[c] = accm;
-                if (mystop < a.S) sstop = mystop;
+                sm.mask[c] = accm;
+                sm.stop[c] = j < j1 ? j : a.S;
             }
-        } else if (warp == c + 1) {
-            /* my block of terms, and the deciding chunk's block for my
-             * lanes, staged while it is decided */
-            hg_stage(&a, c + 1, c + 1, sdiag[p ^ 1], fdiag[p ^ 1]);
-            hg_stage(&a, c, c + 1, snext[p], fnext[p]);
+        } else if (c + 1 < nch) {
+            /* while chunk c is decided, the other warps stage what chunk
+             * c + 1 needs: its block of terms, chunk c's block for its
+             * lanes, and (its own warp) its trials' rules */
+            const int o = (warp - c - 1 + nw) % nw;
+            hg_stage(&a, c + 1, o, nw - 1, sm.diag[p ^ 1], sm.fdiag[p ^ 1], sm.next[p], sm.fnext[p]);
+            if (o == 0) sm.rule[p ^ 1][lane] = hg_rule_of(&a, k);
         }
         __syncthreads();
-        stop = sstop;
+        stop = sm.stop[c];
         /* only decided mates carry a bit: all before the stop */
-        const unsigned m = smask[c];
+        const unsigned m = sm.mask[c];
         if (warp == c + 1) {
             for (int u = 0; u < 32; ++u)
                 if ((m >> u) & 1u) {
-                    v += snext[p][u][lane];
-                    nA -= fnext[p][u][lane] & 1;
-                    nB += (fnext[p][u][lane] >> 1) & 1;
+                    v += sm.next[p][u][lane];
+                    nA -= sm.fnext[p][u][lane] & 1;
+                    nB += (sm.fnext[p][u][lane] >> 1) & 1;
                 }
         } else if (warp > c + 1 && in) {
             /* off the critical path (the next chunk's decisions take
@@ -1364,14 +1420,76 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
         a.nstate[k] = nA;
         a.nstate[a.S + k] = nB;
     }
-    if (decided0) atomicAdd(&st->decided[0], decided0);
-    if (decided1) atomicAdd(&st->decided[1], decided1);
-    if (k == 0) {
-        st->stop = stop;
-        st->preset = -1;
+    decided0 = __reduce_add_sync(HG_FULL, decided0);
+    if (lane == 0 && decided0) atomicAdd(&a.status->decided[0], decided0);
+    return stop;
+}
+
+/* Trial `stop`, left open by the enclosure: its warp's exact pass,
+ * every partner's reference term where it is now (the accepted mates
+ * moved); the decision goes to shared memory, where hg_decide starts from
+ * it */
+static __device__ __noinline__ void hg_open(const hg_args *a, unsigned epoch, int stop, hg_chain_smem *sm)
+{
+    if ((int)(threadIdx.x >> 5) != stop >> 5) return;
+    double xde = 0.0;
+    const int d = hg_xpass(a, epoch, stop, &xde);
+    if ((threadIdx.x & 31) == 0) {
+        sm->from = stop;
+        sm->preset = d;
+        sm->preset_de = xde;
+        if (d != 2) atomicAdd(&a->status->decided[1], 1);
     }
-    /* the helpers go */
-    if (warp == 0) atomicExch(a.xjob + lane, hg_xtag(epoch, HG_XEXIT));
+}
+
+/* The chain's end: where it stopped, for the host; the helpers go */
+static __device__ __noinline__ void hg_chain_end(const hg_args *a, unsigned epoch, int stop)
+{
+    if (threadIdx.x == 0) {
+        a->status->stop = stop;
+        a->status->preset = -1;
+    }
+    if (threadIdx.x < 32) atomicExch(a->xjob + threadIdx.x, hg_xtag(epoch, HG_XEXIT));
+}
+
+/* The launch's deciding block (the first of its launch to run: the
+ * others are the exact pass's helpers, hg_xhelp), S threads rounded up to
+ * 32: the decisions (hg_decide) from `from`; a trial they leave open gets
+ * its exact pass here (hg_xpass, its chunk's warp with the helper blocks),
+ * and the decisions go on after it as after a stop.  What even the exact
+ * pass leaves open stops the chain (its state kept in vstate / nstate) for
+ * the host's reference. */
+extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid_constant__ hg_args a, int from)
+{
+    __shared__ hg_chain_smem sm;
+    __shared__ unsigned long long sticket;
+    if (threadIdx.x == 0) sticket = atomicAdd(a.xticket, 1ull);
+    __syncthreads();
+    const unsigned long long ticket = sticket;
+    const unsigned epoch = (unsigned)(ticket / gridDim.x);
+    if (ticket % gridDim.x) {
+        hg_xhelp(&a, epoch, (int)(ticket % gridDim.x) - 1);
+        return;
+    }
+    if (threadIdx.x == 0) {
+        sm.from = from;
+        sm.preset = a.status->preset;
+        sm.preset_de = a.status->preset_de;
+    }
+    __syncthreads();
+    /* hg_decide takes where it starts from shared memory, and the exact
+     * pass and the end are calls that find what they need there: no value
+     * of the decisions' loop (not even the thread's index) lives across a
+     * call */
+    int stop;
+    for (;;) {
+        stop = hg_decide(a, sm);
+        if (stop >= a.S) break;
+        hg_open(&a, epoch, stop, &sm);
+        __syncthreads();
+        if (sm.preset == 2) break;
+    }
+    hg_chain_end(&a, epoch, stop);
 }
 
 extern "C" __global__ void hg_exact(hg_args a, int k)
