@@ -322,7 +322,7 @@ static double reference_cycle(sys *s, double pd)
 
 typedef struct hier_run {
     double cycle, rebuild, per_move;
-    long long stage0, stage1, stage2, exact, fallback, moves, wall, overlap;
+    long long stage0, stage1, stage2, later, exact, fallback, moves, wall, overlap;
     double cells, direct, t_rebuild, t_moves, c_rebuild, c_moves;
     char levels[2048];
 } hier_run;
@@ -392,9 +392,10 @@ static int hier_once(sys *s, const metro_plugin *smp, const metro_host_api *host
     if (sscanf(ctx.last_log,
                "%*d cycles, acceptance %lf; moves %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
                "exact %lld, reference %lld (wall %lld, overlap %lld); far cells %lf and direct partners %lf per move; "
-               "%lf s rebuilding the tree, %lf s moving (CPU %lf s, %lf s)",
+               "%lf s rebuilding the tree, %lf s moving (CPU %lf s, %lf s); decided by a later look %lld",
                &acc_rate, &r->moves, &r->stage0, &r->stage1, &r->stage2, &r->exact, &r->fallback, &r->wall,
-               &r->overlap, &r->cells, &r->direct, &r->t_rebuild, &r->t_moves, &r->c_rebuild, &r->c_moves) != 15)
+               &r->overlap, &r->cells, &r->direct, &r->t_rebuild, &r->t_moves, &r->c_rebuild, &r->c_moves,
+               &r->later) != 16)
         fprintf(stderr, "hierarchical_scaling: cannot read: %s\n", ctx.last_log);
     api->destroy(self);
     return 0;
@@ -523,8 +524,9 @@ int main(int argc, char **argv)
            "trial cube 2R/3; %ld cores\n", CATION_DENSITY, sysconf(_SC_NPROCESSORS_ONLN));
     printf("  numbering %s\n", by_space ? "space (Z-order; the timed trials: eight stretches along it)" : "placed");
     for (int i = 0; i < nsets; ++i) printf("  sampler.%s\n", sets[i]);
-    printf("%9s %3s %12s %10s %9s %7s %7s %7s %8s %8s %9s %9s %12s %9s\n", "N", "thr", "hier s/cyc", "rebuild s",
-           "us/move", "stage0", "stage1", "stage2", "exact", "ref", "cells/mv", "direct/mv", "ref s/cyc", "speed-up");
+    printf("%9s %3s %12s %10s %9s %7s %7s %7s %8s %8s %8s %9s %9s %12s %9s\n", "N", "thr", "hier s/cyc", "rebuild s",
+           "us/move", "stage0", "stage1", "stage2", "later", "exact", "ref", "cells/mv", "direct/mv", "ref s/cyc",
+           "speed-up");
     double xs[32], hy[4][32], ry[4][32];
     for (int a = 0; a < nsizes; ++a) {
         const int n = sizes[a];
@@ -539,9 +541,9 @@ int main(int argc, char **argv)
             hy[b][a] = r.cycle;
             ry[b][a] = ref;
             const double m = r.moves ? (double)r.moves : 1.0;
-            printf("%9d %3d %12.4g %10.3g %9.4g %7.4f %7.4f %7.4f %8.2e %8.2e %9.1f %9.1f %12.4g %9.1f\n", n,
+            printf("%9d %3d %12.4g %10.3g %9.4g %7.4f %7.4f %7.4f %8.2e %8.2e %8.2e %9.1f %9.1f %12.4g %9.1f\n", n,
                    threads[b], r.cycle, r.rebuild, 1e6 * r.per_move, r.stage0 / m, r.stage1 / m, r.stage2 / m,
-                   r.exact / m, r.fallback / m,
+                   r.later / m, r.exact / m, r.fallback / m,
                    r.cells, r.direct, ref, ref / r.cycle);
             fflush(stdout);
         }

@@ -39,15 +39,16 @@ METRO_HD void hier_factors(int pm, double *ic1, double *ic2, double *rc1, double
  * G_n^2 = Σ_m (n-|m|)!(n+|m|)! |M_n^|m||^2 over m = -n ... n, the largest
  * value of |Σ_j z_j s_j^n P_n(cos γ_j)| over all directions; and from them
  * the truncation bound's coefficients (hier_trunc):
- *   K_n = min(G_n (1 + 1e-6) + 1e-9 A rho^n + e_n, B'_(n-1)), n = 1 ... pm,
+ *   K_n = min(G_n (1 + 1e-6) + drift A rho^n + eg_n, B'_(n-1)), n = 1 ... pm,
  *   K_(pm+1) = B'_pm,
- *   B'_q = min(B_q (1 + 1e-6) + 1e-9 A rho^(q+1) + e_(q+1), A rho^(q+1) + e_(q+1)),
- * e_n = quant rho^n.  The CPU keeps G_n and B_q incrementally in doubles:
- * each is allowed 1e-6 relative and 1e-9 A rho^n absolute for its drift,
- * and capped by what bounds it exactly (G_n <= Σ|z| s^n = B_(n-1) <= A
- * rho^n); quant = 0.  The GPU's fixed point adds its rounding: quant =
- * count HG_FIX_SLACK (hier_gpu.h).  hier_norm_g gives one G_n (H: the
- * moments, degree by degree), hier_norm_k one K_n, hier_norms all. */
+ *   B'_q = min(B_q (1 + 1e-6) + drift A rho^(q+1) + eb, A rho^(q+1) + eb),
+ * capped by what bounds them exactly (G_n <= Σ|z| s^n = B_(n-1) <= A
+ * rho^n), with eg_n and eb the absolute errors of the stored G_n and
+ * B_(n-1).  The CPU gives them as proven running bounds of its double
+ * moments (hier_tree.c, cell_norms; drift = 0); the GPU's fixed point
+ * gives its rounding count HG_FIX_SLACK rho^n for both, with drift = 1e-9
+ * (an allowance it does not need: its sums do not drift).  hier_norm_g
+ * gives one G_n (H: the moments, degree by degree), hier_norm_k one K_n. */
 METRO_HD double hier_norm_g(const double *H, const double *gw, int n)
 {
     double g2 = gw[n * HIER_TD] * H[n * n] * H[n * n];
@@ -59,17 +60,18 @@ METRO_HD double hier_norm_g(const double *H, const double *gw, int n)
 }
 
 /* K_n for 1 <= n <= pm + 1 (and P's entry of degree n) from A, B_(n-1),
- * G_n (n <= pm) and rn = rho^n */
-METRO_HD void hier_norm_k(double *M, int pm, int doff, int boff, int goff, double rn, double quant, int n)
+ * G_n (n <= pm), rn = rho^n and the errors above */
+METRO_HD void hier_norm_k(double *M, int pm, int doff, int boff, int goff, double rn, double drift, double eg,
+                          double eb, int n)
 {
     const double A = M[0] > 0 ? M[0] : 0.0;
-    const double ar = A * rn, e = quant * rn;
-    const double geo = ar + e;
-    double b = M[boff + n - 1] * (1.0 + 1e-6) + 1e-9 * ar + e;
+    const double ar = A * rn;
+    const double geo = ar + eb;
+    double b = M[boff + n - 1] * (1.0 + 1e-6) + drift * ar + eb;
     if (b > geo) b = geo;
     if (b < 0) b = 0;
     if (n <= pm) {
-        const double g = M[goff + n] * (1.0 + 1e-6) + 1e-9 * ar + e;
+        const double g = M[goff + n] * (1.0 + 1e-6) + drift * ar + eg;
         M[1 + n] = g < b ? g : b;
     } else {
         M[1 + n] = b;
@@ -78,18 +80,67 @@ METRO_HD void hier_norm_k(double *M, int pm, int doff, int boff, int goff, doubl
     if (n >= 2 && n <= HIER_PHI_DEG + 1) M[doff + 3 + (n - 2)] = b;
 }
 
-/* All of them in order (the CPU; on the GPU a warp's lanes take a degree
- * each, hg_finalize) */
-METRO_HD void hier_norms(double *M, int pm, int doff, int moff, int boff, int goff, const double *gw, double rho,
-                         double quant)
+/* Our own rounding of a far cell's expansion, proven (DESIGN.md, "The
+ * error bound", (c)).  hier_expand forms each irregular harmonic I_n^m by a
+ * path of n steps of its recurrences, three roundings a step, from n + 1
+ * inputs (1/|y|, y/|y|^2, 1/|y|^2) each within 12u of its value at the
+ * float point (u = 2^-53): so |computed - exact| <= th_n J_n^m, th_n =
+ * (1+u)^(3n) (1+12u)^(n+1) - 1, J the same recurrences on absolute values
+ * (every coefficient is an exact small integer), and J_n^m <= L_n^m
+ * sqrt((n-m)!(n+m)!) / |y|^(n+1) with L the table of J at the worst
+ * direction.  By Cauchy-Schwarz the degree-n part of the dot product then
+ * errs by at most (th_n + g (1 + th_n)) C_n G_n / |y|^(n+1), C_n = (L_n^0^2
+ * + 4 Σ_(m>=1) L_n^m^2)^(1/2), g = γ_(3p+4) for the dot product's sums
+ * (each product passes at most 2q + 3 roundings).  The moments' own error
+ * dG_n (in the norm of G) adds (2n+1)^(1/2) dG_n / |y|^(n+1) (|I_n^m| <=
+ * sqrt((n-m)!(n+m)!) / |y|^(n+1) exactly).  ev[n] is the factor of G_n,
+ * sq[n] = (2n+1)^(1/2).  A source's R_n^m (moments4) has n steps of four
+ * roundings (a rounded constant among them) from inputs within 5u, and one
+ * more for the charge: src[n] bounds its error in the norm of G per
+ * |z| rho^n the same way (the table of R's recurrences at the worst
+ * direction, where |R_n^m| <= |s|^n / sqrt((n-m)!(n+m)!)).  Each factor is
+ * widened by 1e-6 for the tables' own rounding.  Host only. */
+static inline void hier_round_factors(int pm, int p, double ev[HIER_TD], double src[HIER_TD], double sq[HIER_TD])
 {
-    for (int n = 0; n <= pm; ++n) M[goff + n] = hier_norm_g(M + moff, gw, n);
-    M[1] = M[0] > 0 ? M[0] : 0.0; /* K_0 = A */
-    double rn = 1.0; /* rho^n */
-    for (int n = 1; n <= pm + 1; ++n) {
-        rn *= rho;
-        hier_norm_k(M, pm, doff, boff, goff, rn, quant, n);
+    const long double u = 0x1p-53L;
+    long double fact[2 * HIER_TD];
+    fact[0] = 1.0L;
+    for (int k = 1; k < 2 * HIER_TD; ++k) fact[k] = fact[k - 1] * (long double)k;
+    long double JI[HIER_TD][HIER_TD], JR[HIER_TD][HIER_TD];
+    for (int m = 0; m <= pm; ++m) {
+        JI[m][m] = m == 0 ? 1.0L : (2.0L * m - 1.0L) * sqrtl(2.0L) * JI[m - 1][m - 1];
+        JR[m][m] = m == 0 ? 1.0L : sqrtl(2.0L) / (2.0L * m) * JR[m - 1][m - 1];
+        for (int n = m + 1; n <= pm; ++n) {
+            const long double den = (long double)((n - m) * (n + m));
+            JI[n][m] = (2.0L * n - 1.0L) * JI[n - 1][m] + (n - 2 >= m ? (long double)((n + m - 1) * (n - m - 1)) * JI[n - 2][m] : 0.0L);
+            JR[n][m] = (2.0L * n - 1.0L) / den * JR[n - 1][m] + (n - 2 >= m ? JR[n - 2][m] / den : 0.0L);
+        }
     }
+    const long double k = 3.0L * p + 4.0L, g = k * u / (1.0L - k * u);
+    for (int n = 0; n <= pm; ++n) {
+        long double ci = 0.0L, cr = 0.0L;
+        for (int m = 0; m <= n; ++m) {
+            const long double f = sqrtl(fact[n - m] * fact[n + m]);
+            const long double li = JI[n][m] / f, lr = JR[n][m] * f;
+            ci += (m ? 4.0L : 1.0L) * li * li;
+            cr += (m ? 4.0L : 1.0L) * lr * lr;
+        }
+        const long double thi = expm1l(3.0L * n * log1pl(u) + (n + 1.0L) * log1pl(12.0L * u));
+        const long double thr = expm1l((4.0L * n + 1.0L) * log1pl(u) + (long double)n * log1pl(5.0L * u));
+        ev[n] = (double)((thi + g * (1.0L + thi)) * sqrtl(ci) * (1.0L + 1e-6L));
+        src[n] = (double)(thr * sqrtl(cr) * (1.0L + 1e-6L));
+        sq[n] = (double)(sqrtl(2.0L * n + 1.0L) * (1.0L + 1e-12L));
+    }
+}
+
+/* The rounding bound of a far cell's expansion at order q and v = 1/d:
+ * Σ_(n<=q) R_n v^(n+1), R_n = ev[n] G_n + sq[n] dG_n (hier_tree.c,
+ * cell_norms), by Horner */
+METRO_HD double hier_round(const double *R, double v, int q)
+{
+    double h = R[q];
+    for (int n = q - 1; n >= 0; --n) h = R[n] + v * h;
+    return h * v;
 }
 
 /* The expansion of one far cell (moments H) at y = x - c to order q:
@@ -143,17 +194,19 @@ METRO_HD double hier_expand(const double *ic1, const double *ic2, const double *
  * whose degree-0 and degree-1 terms are known exactly (A / d and D·y / d^3,
  * D = Σ|z| s kept per cell), degrees 2 ... K bounded by Σ|z| s^n (|P_n|
  * <= 1), the rest per source by B_K / (d^(K+1) (d - rho)), K = phik =
- * min(PHI_DEG, pm) >= 2.  D is kept incrementally: allowed 1e-9 A rho of
- * drift.  Never above the cruder A / (d - rho) (each source at most rho
+ * min(PHI_DEG, pm) >= 2.  dA and dD bound the errors of the stored A and
+ * of |D| / rho (the CPU: its running bound; the GPU: 0 and an allowance of
+ * 1e-9 A).  Never above the cruder A / (d - rho) (each source at most rho
  * from the centre), which it replaces: at rho/d = 0.65 about 1.3 A/d
  * instead of 2.9 A/d, and Phi sets the floor of the enclosure (the
  * reference's rounding, 7 float ulps of it). */
-METRO_HD double hier_phi(const double *M, int doff, int phik, const double y[3], double v, double idr, double rho)
+METRO_HD double hier_phi(const double *M, int doff, int phik, const double y[3], double v, double idr, double rho,
+                         double dA, double dD)
 {
-    const double A = M[0] > 0 ? M[0] : 0.0;
+    const double A = (M[0] > 0 ? M[0] : 0.0) + dA;
     const double *D = M + doff, *P = M + doff + 3;
     const double v2 = v * v, v3 = v2 * v;
-    double ph = A * v + (D[0] * y[0] + D[1] * y[1] + D[2] * y[2]) * v3 + 1e-9 * A * rho * v2;
+    double ph = A * v + (D[0] * y[0] + D[1] * y[1] + D[2] * y[2]) * v3 + dD * rho * v2;
     /* degrees 2 ... PHI_DEG: P[n-2] v^(n+1); the tail P[PHI_DEG-1] v^(PHI_DEG+1) idr */
     const int K = phik;
     double h = P[K - 1] * idr + P[K - 2]; /* the coefficient of v^(K+1) */

@@ -50,6 +50,7 @@ static inline size_t cell_at(int ix, int iy, int iz)
 static void build_tables(hier_tree *t)
 {
     hier_factors(t->pm, t->ic1, &t->ic2[0][0], &t->rc1[0][0], &t->rc2[0][0], &t->gw[0][0]);
+    hier_round_factors(t->pm, t->p, t->rnd_ev, t->rnd_src, t->rnd_sq);
 }
 
 /* Order p, leaf level L, cube half side Rt: the cells' block layout and the
@@ -67,13 +68,17 @@ static void layout(hier_tree *t, int p, int L, double Rt)
      * contiguous (q+1)^2 prefix), the update-only B and G last: at 2^20 the
      * finest level's blocks do not stay in cache, and a far cell then
      * costs the cache lines it touches */
-    t->doff = 1 + (t->pm + 2);
+    t->roff = 1 + (t->pm + 2);
+    t->aoff = t->roff + (t->pm + 1);
+    t->doff = t->aoff + 1;
     t->phik = t->pm < HIER_PHI_DEG ? t->pm : HIER_PHI_DEG;
     t->moff = t->doff + 3 + HIER_PHI_DEG;
-    /* A, K_0 ... K_(pm+1), D, P_1 ... P_PHI_DEG, M, B_0 ... B_pm, G_0 ... G_pm */
+    /* A, K_0 ... K_(pm+1), R_0 ... R_pm, dA, D, P_1 ... P_PHI_DEG, M,
+     * B_0 ... B_pm, G_0 ... G_pm, dG_0 ... dG_pm */
     t->boff = t->moff + t->ncoef;
     t->goff = t->boff + (t->pm + 1);
-    t->stride = t->goff + (t->pm + 1);
+    t->eoff = t->goff + (t->pm + 1);
+    t->stride = t->eoff + (t->pm + 1);
     for (int l = 0; l <= L; ++l) {
         t->m[l] = 1 << l;
         t->h[l] = 2.0 * Rt / (double)t->m[l];
@@ -181,12 +186,72 @@ static inline double centre(const hier_tree *t, int l, int i)
     return -t->Rt + ((double)i + 0.5) * t->h[l];
 }
 
-/* The norms and truncation coefficients of a cell's block (hier_math.h,
- * hier_norms; the moments are kept incrementally in doubles: no extra
- * allowance beyond the drift's) */
-static void cell_norms(const hier_tree *t, int l, double *M)
+/* The norms, truncation coefficients and rounding coefficients of a cell's
+ * block (hier_math.h), after `ops` updates (0: a rebuild, whose running
+ * errors acc_close set; 1 or 2: a move's removal and addition of a charge
+ * |z| = az).  The running errors (DESIGN.md, "The error bound", (c)): an
+ * update rounds each real of the moments by at most u times its new value,
+ * so by u G_n(after) in the norm of G, where the state between a move's two
+ * updates of one cell is within G_n(new) + |z| rho^n (1 + src_n); the
+ * source's own recurrence adds src_n |z| rho^n.  A, the B_q and D are sums
+ * of |z| s^k (k <= pm + 1, each within 72u of its value: s^k by k - 1
+ * products of s, itself within 3.5u), so an update adds at most u (A(after)
+ * + 73 |z|) rho^k to each, in units of rho^k: dA.  The factor 1 + 1e-6
+ * covers the rounding of these bounds themselves. */
+static void cell_norms(const hier_tree *t, int l, double *M, int ops, double az)
 {
-    hier_norms(M, t->pm, t->doff, t->moff, t->boff, t->goff, &t->gw[0][0], t->rho[l], 0.0);
+    const int pm = t->pm;
+    const double rho = t->rho[l], u = 0x1p-53;
+    double *G = M + t->goff, *dG = M + t->eoff, *R = M + t->roff;
+    for (int n = 0; n <= pm; ++n) G[n] = hier_norm_g(M + t->moff, &t->gw[0][0], n);
+    const double A = M[0] > 0 ? M[0] : 0.0;
+    if (ops > 0) {
+        M[t->aoff] += ops * u * (A + 73.0 * az) * (1.0 + 1e-6);
+        double rn = 1.0;
+        for (int n = 0; n <= pm; ++n, rn *= rho) {
+            const double s = t->rnd_src[n] * az * rn;
+            dG[n] += ops * (u * (G[n] + az * rn + s) + s) * (1.0 + 1e-6);
+        }
+    }
+    const double dA = M[t->aoff];
+    M[1] = A; /* K_0 */
+    double rn = 1.0;
+    for (int n = 1; n <= pm + 1; ++n) {
+        rn *= rho;
+        hier_norm_k(M, pm, t->doff, t->boff, t->goff, rn, 0.0, n <= pm ? dG[n] : 0.0, dA * rn, n);
+    }
+    for (int n = 0; n <= pm; ++n) R[n] = (t->rnd_ev[n] * G[n] * (1.0 + 1e-6) + t->rnd_sq[n] * dG[n]) * (1.0 + 1e-6);
+}
+
+/* A rebuild's running error of one cell's moments: each addition rounds
+ * each real by at most u times its new value, so the rebuild sums, real by
+ * real, the magnitudes the moments pass through (acc->e), and closes the
+ * cell (acc_close) when the next one begins (a level's cells come one
+ * after another in the rebuild's Morton order; a cell met again would only
+ * add a second, still valid, bound). */
+typedef struct hier_acc {
+    double *M;
+    int l;
+    double e[(HIER_MAX_DEG + 1) * (HIER_MAX_DEG + 1)];
+} hier_acc;
+
+static void acc_close(const hier_tree *t, hier_acc *a, int count)
+{
+    if (!a->M) return;
+    const int pm = t->pm;
+    const double rho = t->rho[a->l], u = 0x1p-53;
+    double *M = a->M, *dG = M + t->eoff;
+    const double A = M[0] > 0 ? M[0] : 0.0;
+    double rn = 1.0;
+    for (int n = 0; n <= pm; ++n, rn *= rho) {
+        /* the additions' rounding, and each source's own (src_n |z| rho^n,
+         * Σ|z| = A) */
+        const double e = u * hier_norm_g(a->e, &t->gw[0][0], n);
+        dG[n] += (e + t->rnd_src[n] * A * rn) * (1.0 + 1e-6);
+    }
+    /* A and the B_q sum positive terms: each partial sum is below the last */
+    M[t->aoff] += u * ((double)count + 73.0) * A * (1.0 + 1e-6);
+    a->M = NULL;
 }
 
 /* A particle a (with a sign) enters the moments of its cell at level l
@@ -209,6 +274,7 @@ static void cell_norms(const hier_tree *t, int l, double *M)
 typedef struct mjob {
     double *M;
     double sx, sy, sz, z, sign;
+    hier_acc *acc; /* a rebuild's running error of this level (NULL: a move's) */
 } mjob;
 
 HIER_CLONES static void moments4(const hier_tree *t, const mjob *j)
@@ -275,6 +341,15 @@ HIER_CLONES static void moments4(const hier_tree *t, const mjob *j)
         double *H = M + t->moff;
         const double z = zs[v];
         for (int k = 0; k < t->ncoef; ++k) H[k] += z * R[k][v];
+        hier_acc *a = j[v].acc;
+        if (a) {
+            if (a->M != M) {
+                if (a->M) acc_close(t, a, t->cnt[a->l][(size_t)(a->M - t->mom[a->l]) / (size_t)t->stride]);
+                a->M = M;
+                memset(a->e, 0, (size_t)t->ncoef * sizeof(double));
+            }
+            for (int k = 0; k < t->ncoef; ++k) a->e[k] += fabs(H[k]);
+        }
     }
 }
 
@@ -287,18 +362,20 @@ typedef struct mqueue {
 static void mqueue_flush(const hier_tree *t, mqueue *q)
 {
     if (!q->n) return;
-    for (int v = q->n; v < 4; ++v) q->j[v] = (mjob){NULL, 0, 0, 0, 0, 0};
+    for (int v = q->n; v < 4; ++v) q->j[v] = (mjob){NULL, 0, 0, 0, 0, 0, NULL};
     moments4(t, q->j);
     q->n = 0;
 }
 
-/* Queue sign * (particle a) into its cell at level l (the count at once). */
-static void mqueue_add(hier_tree *t, mqueue *q, int l, metro_float4 a, double sign)
+/* Queue sign * (particle a) into its cell at level l (the count at once;
+ * acc: a rebuild's running error of that level, or NULL). */
+static void mqueue_add(hier_tree *t, mqueue *q, int l, metro_float4 a, double sign, hier_acc *acc)
 {
     const int ix = hier_coord(t, l, a.x), iy = hier_coord(t, l, a.y), iz = hier_coord(t, l, a.z);
     const size_t c = cell_at(ix, iy, iz);
     q->j[q->n++] = (mjob){t->mom[l] + c * (size_t)t->stride, (double)a.x - centre(t, l, ix),
-                          (double)a.y - centre(t, l, iy), (double)a.z - centre(t, l, iz), (double)charge(t, a), sign};
+                          (double)a.y - centre(t, l, iy), (double)a.z - centre(t, l, iz), (double)charge(t, a), sign,
+                          acc};
     t->cnt[l][c] += sign > 0 ? 1 : -1;
     if (q->n == 4) mqueue_flush(t, q);
 }
@@ -410,15 +487,37 @@ void hier_tree_rebuild(hier_tree *t)
      * 2^20) */
     mqueue q = {.n = 0};
     const int L = t->L;
+    hier_acc *acc = malloc((size_t)(L > 1 ? L : 1) * sizeof *acc);
+    for (int l = 1; l < L; ++l) {
+        acc[l].M = NULL;
+        acc[l].l = l;
+    }
+    /* (out of memory for the error sums: every cell gets the crude
+     * bound instead, its count times the largest value, below) */
     for (size_t c = 0; c < nl; ++c) {
         for (int k = t->start[c]; k < t->start[c] + t->count[c]; ++k)
-            for (int l = 1; l < L; ++l) mqueue_add(t, &q, l, t->pos[t->pid[k]], 1.0);
+            for (int l = 1; l < L; ++l) mqueue_add(t, &q, l, t->pos[t->pid[k]], 1.0, acc ? &acc[l] : NULL);
         for (int j = t->head[c]; j >= 0; j = t->next[j])
-            for (int l = 1; l < L; ++l) mqueue_add(t, &q, l, t->pos[j], 1.0);
+            for (int l = 1; l < L; ++l) mqueue_add(t, &q, l, t->pos[j], 1.0, acc ? &acc[l] : NULL);
     }
     mqueue_flush(t, &q);
-    for (int l = 1; l < t->L; ++l)
-        for (size_t c = 0; c < cells_of(t, l); ++c) cell_norms(t, l, t->mom[l] + c * (size_t)t->stride);
+    for (int l = 1; l < L; ++l) {
+        if (acc && acc[l].M) acc_close(t, &acc[l], t->cnt[l][(size_t)(acc[l].M - t->mom[l]) / (size_t)t->stride]);
+        for (size_t c = 0; c < cells_of(t, l); ++c) {
+            double *M = t->mom[l] + c * (size_t)t->stride;
+            if (!acc) {
+                /* each partial sum of the moments is within B_(n-1) <= A
+                 * rho^n of 0 in the norm of G */
+                const double A = M[0] > 0 ? M[0] : 0.0;
+                double rn = 1.0;
+                for (int n = 0; n <= t->pm; ++n, rn *= t->rho[l])
+                    M[t->eoff + n] = (0x1p-53 * t->cnt[l][c] + t->rnd_src[n]) * A * rn * (1.0 + 1e-6);
+                M[t->aoff] = 0x1p-53 * (t->cnt[l][c] + 73.0) * A * (1.0 + 1e-6);
+            }
+            cell_norms(t, l, M, 0, 0.0);
+        }
+    }
+    free(acc);
 }
 
 void hier_tree_move(hier_tree *t, int i, metro_float4 old)
@@ -427,14 +526,19 @@ void hier_tree_move(hier_tree *t, int i, metro_float4 old)
     link_leaf(t, i);
     mqueue q = {.n = 0};
     for (int l = 1; l < t->L; ++l) {
-        mqueue_add(t, &q, l, old, -1.0);
-        mqueue_add(t, &q, l, t->pos[i], 1.0);
+        mqueue_add(t, &q, l, old, -1.0, NULL);
+        mqueue_add(t, &q, l, t->pos[i], 1.0, NULL);
     }
     mqueue_flush(t, &q);
+    const double az = fabs((double)charge(t, old));
     for (int l = 1; l < t->L; ++l) {
         double *a = cell_of(t, l, old), *b = cell_of(t, l, t->pos[i]);
-        cell_norms(t, l, a);
-        if (b != a) cell_norms(t, l, b);
+        if (b == a) {
+            cell_norms(t, l, a, 2, az);
+        } else {
+            cell_norms(t, l, a, 1, az);
+            cell_norms(t, l, b, 1, az);
+        }
     }
 }
 
@@ -607,7 +711,7 @@ static void direct(walk *w, size_t c)
     r->Sf += sf;
     r->Phi += phi * (1.0 + 1e-6);
     r->Phid += phi * (1.0 + 1e-6);
-    r->adds += m;
+    r->adds += m + 10; /* a lane's share, the lanes' sum, the leaf's total into Sf */
     r->direct += m;
 }
 
@@ -690,7 +794,8 @@ static void far_expand(walk *w, const double *H, const double y[3], double v, in
  * truncation bound at order q (hier_math.h) */
 static double phi_bound(const hier_tree *t, const double *M, const double y[3], double v, double idr, double rho)
 {
-    return hier_phi(M, t->doff, t->phik, y, v, idr, rho);
+    const double dA = M[t->aoff];
+    return hier_phi(M, t->doff, t->phik, y, v, idr, rho, dA, 1.7320508075688774 * dA * (1.0 + 1e-6));
 }
 
 static double trunc_bound(const hier_tree *t, const double *M, double v, double idr, int q)
@@ -757,13 +862,20 @@ static void visit(walk *w, int l, int ix, int iy, int iz)
             }
             far_expand(w, M + t->moff, y, v, q);
             r->E += Eq;
+            r->Er += hier_round(M + t->roff, v, q);
             const double phc = phi_bound(t, M, y, v, idr, rho);
             r->Phi += phc;
             r->Phif += phc;
-            r->adds += (q + 1) * (q + 1);
+            r->adds += 3; /* the batch's pair sums, then S */
             r->cells++;
-            if (w->skip >= 0 && w->skip_cell[l][0] == ix && w->skip_cell[l][1] == iy && w->skip_cell[l][2] == iz)
-                r->S -= w->skip_z / w->skip_r; /* the skipped particle is inside this cell's moments */
+            if (w->skip >= 0 && w->skip_cell[l][0] == ix && w->skip_cell[l][1] == iy && w->skip_cell[l][2] == iz) {
+                /* the skipped particle is inside this cell's moments: its
+                 * term, from a distance within 4.5u and one division, is
+                 * within 5.5u */
+                r->S -= w->skip_z / w->skip_r;
+                r->Er += 6.0 * 0x1p-53 * fabs(w->skip_z) / w->skip_r;
+                r->adds += 1;
+            }
             return;
         }
     }

@@ -20,6 +20,7 @@
  *        coulomb_hs_pair (the reference's own terms), summed in double,
  *   S    an approximation of Σ z_j / |x - r_j| over the far partners,
  *   E    a rigorous bound on the truncation error of the far cells,
+ *   Er   a rigorous bound on their own rounding (hier_own adds the sums'),
  *   Phi  an upper bound of Σ_{j != skip} |z_j| / |x - r_j| (what every
  *        rounding bound is proportional to), Phid its near part,
  * and whether x overlaps a hard core (exactly the float test of
@@ -63,11 +64,17 @@ typedef struct hier_tree {
     double Rt;                   /* half side of the cube */
     double h[HIER_MAX_LEVEL + 1];   /* cell side */
     double rho[HIER_MAX_LEVEL + 1]; /* radius of a ball around the centre holding the cell */
-    int stride;                  /* doubles per cell: A, K_0 ... K_(pm+1), D, P, M[ncoef], B_0 ... B_pm, G_0 ... G_pm */
+    int stride;                  /* doubles per cell: A, K_0 ... K_(pm+1), R_0 ... R_pm, dA, D, P,
+                                    M[ncoef], B_0 ... B_pm, G_0 ... G_pm, dG_0 ... dG_pm */
+    int roff;                    /* where R starts: the expansion's rounding bound per degree (hier_round) */
+    int aoff;                    /* where dA is: the running error bound of A (and of B_q / rho^(q+1),
+                                    |D| / rho) since the last rebuild (hier_tree.c, cell_norms) */
     int doff;                    /* where D = Σ|z| s (3) and P_n = Σ|z| s^n, n = 2 ... phik+1, start */
     int phik;                    /* degrees of phi_bound's series: min(HIER_PHI_DEG, pm), >= 2 */
     int moff;                    /* where M starts in a cell */
     int boff, goff;              /* where B and G start */
+    int eoff;                    /* where dG_n starts: the running error bound of the moments of
+                                    degree n in the norm of G since the last rebuild */
     double *mom[HIER_MAX_LEVEL + 1];
     int *cnt[HIER_MAX_LEVEL + 1];
     /* Leaves: each leaf's particles packed in [start, start + count) of the
@@ -89,6 +96,8 @@ typedef struct hier_tree {
     double rc1[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1], rc2[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1];
     double ic1[HIER_MAX_DEG + 1], ic2[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1];
     double gw[HIER_MAX_DEG + 1][HIER_MAX_DEG + 1];
+    /* our own rounding's factors per degree (hier_math.h, hier_round_factors) */
+    double rnd_ev[HIER_MAX_DEG + 1], rnd_src[HIER_MAX_DEG + 1], rnd_sq[HIER_MAX_DEG + 1];
     const metro_float4 *pos;     /* the positions (the state's array) */
     const coulomb_hs_params *prm;
     int direct_max;              /* far cells of at most this many particles (at the two
@@ -97,10 +106,12 @@ typedef struct hier_tree {
 
 typedef struct hier_result {
     double S, E, Phi;
+    double Er;       /* a proven bound of the far cells' own rounding (expansions, moments) */
     double Sf;       /* Σ of the directly summed partners' float pair energies (kT) */
     double Phid;     /* the directly summed part of Phi */
     double Phif;     /* the far cells' part of Phi */
-    long adds;       /* terms summed into S (for the rounding allowance) */
+    long adds;       /* the most roundings between a term and S or Sf (their sums' own
+                        rounding is within adds 2^-53 (1.01) Σ|terms|: hier_own) */
     long cells;      /* far cells used */
     long direct;     /* particles summed directly */
     int overlap;     /* x overlaps some hard core (reference: +inf) */
@@ -117,7 +128,7 @@ void hier_tree_free(hier_tree *t);
 size_t hier_tree_bytes(int n, int p, int L);
 
 /* Recompute every list and moment from the positions (drops the rounding
- * that incremental updates accumulate). */
+ * that incremental updates accumulate, and its running bound). */
 void hier_tree_rebuild(hier_tree *t);
 
 /* Particle i moves from old to pos[i] (pos already updated). */
@@ -162,6 +173,16 @@ int hier_exact_ideal(const hier_tree *t, metro_float4 tx, metro_float4 ox, int s
  * tell ΔE from the threshold (within ~10^-18 of Φ: never seen). */
 int hier_ideal_reference(const coulomb_hs_params *p, const metro_float4 *pos, int n, int i, metro_float4 t, float u,
                          double *de);
+
+/* Our own rounding of one enclosure, in the units of S: the far cells'
+ * (Er) and that of the sums S and Sf, every term of which passes at most
+ * adds roundings (+ 4: the move's differences and the product by λ z_a),
+ * so within γ Σ|terms| <= γ (Phi + E + Er) of their exact sums (DESIGN.md,
+ * "The error bound", (c)). */
+static inline double hier_own(const hier_result *r)
+{
+    return r->Er + ((double)r->adds + 4.0) * 0x1p-53 * 1.01 * (r->Phi + r->E + r->Er);
+}
 
 /* The cell index of coordinate v at level l (clamped into the grid). */
 static inline int hier_coord(const hier_tree *t, int l, double v)

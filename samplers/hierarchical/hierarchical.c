@@ -60,7 +60,9 @@
  *   refine = 2     undecided moves are retried this many times, first at
  *                  order_refine with theta 0.85x, then with theta halved
  *                  each time, before an exact pass of every partner's float
- *                  terms and, still undecided, the reference's delta()
+ *                  terms and, still undecided, the reference's delta();
+ *                  further halvings (up to 7 looks) while the next look,
+ *                  about 8x the last, costs less than that O(N) pass
  *   leaf = 32      particles per leaf cell, about (sets the depth; larger
  *                  leaves keep fewer moment levels, which stay in cache)
  *   direct_max = 32  far cells of the two finest levels holding at most this
@@ -378,9 +380,8 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
  *   near ones are summed as the reference's own float terms.
  *   ref_sum: the reference's double differences and its double sum of up to
  *   n + 2 terms in any order (OpenMP's reduction order included);
- *   ours: 1e-9 for the moments' and the recurrences' double roundings
- *   (checked, not proven: test_hierarchical's enclosure test) and 2^-50 per
- *   term added. */
+ *   ours: the far cells' expansions and moments (Er) and the sums
+ *   (hier_own, hier_tree.h): proven bounds, DESIGN.md part (c). */
 static double ref_sum(int n)
 {
     return ((double)n + 4.0) * 0x1p-53 * 1.01;
@@ -516,7 +517,8 @@ static int advance(void *self, metro_state *st, long sweeps)
              * 0.85 theta; later stages: theta halved each time */
             double theta = b->theta;
             int hopeless = 0; /* the reference's own rounding alone leaves the move open */
-            for (int stage = 0; stage <= b->refine && !decided && !hopeless; ++stage) {
+            int last = b->refine; /* the last stage, raised while a look is cheaper than the exact pass */
+            for (int stage = 0; stage <= last && !decided && !hopeless; ++stage) {
                 /* stage 1 also opens the cells a little further (0.85
                  * theta): the Legendre tail beyond the stored degrees, which
                  * bounds what the moments' norms do not, falls as (rho/d)^15 */
@@ -545,8 +547,7 @@ static int advance(void *self, metro_state *st, long sweeps)
                  * of the double sums */
                 const double floor = hier_floor(b->ideal, fabs(lz), dbl ? HIER_EXACT_TERM : reff, ks, rt.Phid + ro.Phid,
                                                 rt.Phif + ro.Phif, rt.Phi + ro.Phi);
-                const double rest = fabs(lz) * (rt.E + ro.E + (1e-9 + (double)rt.adds * 0x1p-50) * rt.Phi +
-                                                (1e-9 + (double)ro.adds * 0x1p-50) * ro.Phi);
+                const double rest = fabs(lz) * (rt.E + ro.E + hier_own(&rt) + hier_own(&ro));
                 const int d = hier_decide(est, b->bound_scale * (floor + rest) * (1.0 + 1e-9), T, dT);
                 if (d != 2) {
                     decided = 1;
@@ -568,6 +569,17 @@ static int advance(void *self, metro_state *st, long sweeps)
                                             ? hier_floor(1, fabs(lz), HIER_EXACT_TERM, ks, rt.Phi + ro.Phi, 0.0, 0.0)
                                             : floor;
                     hopeless = hier_decide(est, b->bound_scale * next * (1.0 + 1e-9), T, dT) == 2;
+                    /* One more look with theta halved, while it costs less
+                     * than the exact pass: it opens ~8x the cells and near
+                     * partners of this one (a far cell at order 12 ~250 ns,
+                     * a near partner ~1 ns, an exact pass ~2 ns a partner),
+                     * and its truncation is ~2^-13 of this one's, so it
+                     * decides nearly every move this one left.  Without it
+                     * the exact passes' share grows with N (the undecided
+                     * share after a fixed number of looks does), and their
+                     * O(N) cost with it. */
+                    const double work = (double)(rt.direct + ro.direct) + 250.0 * (double)(rt.cells + ro.cells);
+                    if (stage == last && stage >= 1 && last + 1 < HIER_MAX_STAGES && 4.0 * work < (double)n) ++last;
                 }
             }
             if (!decided) {
@@ -641,7 +653,7 @@ static int tree_total(hier *b, double *energy, double *bound, long long *bad)
         hier_eval(&b->tree, x, i, x, b->theta, dcut, 1, 0, 0, &r);
         const double lz = (double)b->prm.sp[coulomb_hs_species(x.w)].z;
         u[2 * i] = r.Sf + lz * r.S;
-        u[2 * i + 1] = hier_total_bound(fabs(lz), r.E, r.Phi, (double)r.adds, ksum);
+        u[2 * i + 1] = hier_total_bound(fabs(lz), r.E + hier_own(&r), r.Phi, 0.0, ksum);
         nbad += r.overlap || r.degenerate;
     }
     double e = 0.0, bd = 0.0;
@@ -709,13 +721,15 @@ static int finish(void *self, metro_state *st)
         return 0;
     }
     const double m = b->moves ? (double)b->moves : 1.0;
+    long long later = 0; /* stages 3 and on: taken while cheaper than an exact pass */
+    for (int k = 3; k < HIER_MAX_STAGES; ++k) later += b->stage[k];
     b->host->log(b->ctx, METRO_LOG_INFO,
                  "%lld cycles, acceptance %.4f; moves %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
                  "exact %lld, reference %lld (wall %lld, overlap %lld); far cells %.1f and direct partners %.1f per move; "
-                 "%.6g s rebuilding the tree, %.6g s moving (CPU %.6g s, %.6g s)",
+                 "%.6g s rebuilding the tree, %.6g s moving (CPU %.6g s, %.6g s); decided by a later look %lld",
                  b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, b->moves,
                  b->stage[0], b->stage[1], b->stage[2], b->exact, b->fallback, b->wall, b->overlap, (double)b->cells / m,
-                 (double)b->direct / m, b->t_rebuild, b->t_moves, b->c_rebuild, b->c_moves);
+                 (double)b->direct / m, b->t_rebuild, b->t_moves, b->c_rebuild, b->c_moves, later);
     if (b->audit)
         b->host->log(b->ctx, METRO_LOG_INFO,
                      "audit: %lld of %lld decisions differ from the exact sum's (long double), %lld too close to tell",

@@ -221,7 +221,7 @@ extern "C" __global__ void hg_mom(hg_args a, int mode)
  * cell_norms, with each quantity allowed, besides the CPU's margins, the
  * fixed point's rounding: count HG_FIX_SLACK rho^n (hier_gpu.h).  The
  * lanes convert the integers side by side, then take a degree each (the
- * same operations per degree as hier_norms): a thread per cell walked
+ * same operations per degree as the CPU's cell_norms): a thread per cell walked
  * ~250 integers and the norms' double loop alone, at 5% occupancy. */
 static __device__ void hg_finalize(const hg_args *a, long long cell, int l)
 {
@@ -242,9 +242,9 @@ static __device__ void hg_finalize(const hg_args *a, long long cell, int l)
     __syncwarp();
     if (lane == 0) M[1] = M[0] > 0 ? M[0] : 0.0; /* K_0 = A */
     for (int n = 1 + lane; n <= pm + 1; n += 32) {
-        double rn = 1.0; /* rho^n, as hier_norms forms it */
+        double rn = 1.0; /* rho^n, as the CPU's cell_norms forms it */
         for (int i = 0; i < n; ++i) rn *= a->rho[l];
-        hier_norm_k(M, pm, a->doff, a->boff, a->goff, rn, quant, n);
+        hier_norm_k(M, pm, a->doff, a->boff, a->goff, rn, 1e-9, quant * rn, quant * rn, n);
     }
 }
 
@@ -478,6 +478,29 @@ static __device__ __forceinline__ void hg_team_sync(int team)
         __syncwarp();
 }
 
+/* One near partner id (place b, charge bq, radius br) of the point x of a
+ * moving ion of species row sa: coulomb_hs_pair's float hard-core test,
+ * then its term into Sf (the reference's float energy, or in double when
+ * dbl) and |z|/r into Phid.  An overlap with a mate (ids [b0, mate_hi)) is
+ * the chain's to count; another sets overlap (at the trial) or degenerate. */
+static __device__ __forceinline__ void hg_near(const hg_args &a, float4 x, float4 sa, float4 b, float bq, float br,
+                                               int id, int mate_hi, int is_t, bool dbl, double &Sf, double &Phid,
+                                               long long &nd, int &overlap, int &degenerate)
+{
+    const float r2 = hg_r2(x.x, x.y, x.z, b.x, b.y, b.z);
+    const float dmin = __fadd_rn(sa.y, br);
+    if (r2 < __fmul_rn(dmin, dmin) || r2 == 0.0f) {
+        if (id >= a.b0 && id < mate_hi) return;
+        if (r2 != 0.0f && is_t) overlap = 1;
+        else degenerate = 1;
+        return;
+    }
+    const float inv = hg_inv(r2);
+    Sf += dbl ? hg_exact_term(sa.z, bq, x, b) : (double)__fmul_rn(__fmul_rn(sa.z, bq), inv);
+    Phid += (double)fabsf(bq) * (double)inv;
+    ++nd;
+}
+
 extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_args a, int mode)
 {
     __shared__ int tcnt[2][2][HG_TEAM_MAX];      /* a round's pushes and near leaves per warp, by parity */
@@ -618,7 +641,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
                     const double extra = (double)a.cnt[cell] * HG_FIX_SLACK;
                     S += hier_expand(a.tab + HG_T_IC1, a.tab + HG_T_IC2, M + a.moff, y, v, q);
                     E += hier_trunc(M + 1, a.pm, v, idr, q) + extra * idr;
-                    const double phc = hier_phi(M, a.doff, a.phik, y, v, idr, rho) + extra * v;
+                    const double phc = hier_phi(M, a.doff, a.phik, y, v, idr, rho, 0.0, 1e-9 * (M[0] > 0 ? M[0] : 0.0)) + extra * v;
                     Phi += phc;
                     Phif += phc;
                     adds += (double)((q + 1) * (q + 1));
@@ -678,24 +701,10 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
                 brs[h] = a.pr[s];
             }
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const int id = ids[h];
-                if (id < 0 || id == skip) continue;
-                const float4 b = bs[h];
-                const float r2 = hg_r2(x.x, x.y, x.z, b.x, b.y, b.z);
-                const float dmin = __fadd_rn(sa.y, brs[h]);
-                const int bad = r2 < __fmul_rn(dmin, dmin) || r2 == 0.0f;
-                if (bad) {
-                    if (id >= a.b0 && id < mate_hi) continue; /* a mate: the chain counts it */
-                    if (r2 != 0.0f && is_t) overlap = 1;
-                    else degenerate = 1;
-                    continue;
-                }
-                const float inv = hg_inv(r2);
-                Sf += dbl ? hg_exact_term(sa.z, b.w, x, b) : (double)__fmul_rn(__fmul_rn(sa.z, b.w), inv);
-                Phid += (double)fabsf(b.w) * (double)inv;
-                ++nd;
-            }
+            for (int h = 0; h < 2; ++h)
+                if (ids[h] >= 0 && ids[h] != skip) /* packed: the charge in w */
+                    hg_near(a, x, sa, bs[h], bs[h].w, brs[h], ids[h], mate_hi, is_t, dbl, Sf, Phid, nd, overlap,
+                            degenerate);
         }
     }
     /* particles waiting in the overflow list, when their leaf is near */
@@ -709,18 +718,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
         if (!in) continue;
         const float4 b = a.pos[id];
         const float4 sb = a.prm.sp[coulomb_hs_species(b.w)];
-        const float r2 = hg_r2(x.x, x.y, x.z, b.x, b.y, b.z);
-        const float dmin = __fadd_rn(sa.y, sb.y);
-        if (r2 < __fmul_rn(dmin, dmin) || r2 == 0.0f) {
-            if (id >= a.b0 && id < mate_hi) continue;
-            if (r2 != 0.0f && is_t) overlap = 1;
-            else degenerate = 1;
-            continue;
-        }
-        const float inv = hg_inv(r2);
-        Sf += dbl ? hg_exact_term(sa.z, sb.x, x, b) : (double)__fmul_rn(__fmul_rn(sa.z, sb.x), inv);
-        Phid += (double)fabsf(sb.x) * (double)inv;
-        ++nd;
+        hg_near(a, x, sa, b, sb.x, sb.y, id, mate_hi, is_t, dbl, Sf, Phid, nd, overlap, degenerate);
     }
     S = hg_wsum(S);
     E = hg_wsum(E);
