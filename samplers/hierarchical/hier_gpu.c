@@ -119,6 +119,7 @@ static void tables(const hier_gpu *g, double *tab, double *unit)
     for (int k = 1; k < 2 * HIER_MAX_DEG + 2; ++k) fact[k] = fact[k - 1] * (double)k;
     memset(tab, 0, HG_T_SIZE * sizeof *tab);
     hier_factors(pm, tab + HG_T_IC1, tab + HG_T_IC2, tab + HG_T_RC1, tab + HG_T_RC2, tab + HG_T_GW);
+    hier_round_factors(pm, pm - HIER_EXTRA, tab + HG_T_EV, tab + HG_T_SRC, tab + HG_T_SQ);
     const int fs = g->a.fstride;
     for (int l = 0; l < (g->a.L > 1 ? g->a.L : 1); ++l) {
         double *sc = unit + (size_t)l * 2 * fs, *inv = sc + fs;
@@ -175,7 +176,10 @@ static void geometry(hier_gpu *g, int n)
     a->L = cfg->L;
     a->pm = cfg->order_hi + HIER_EXTRA;
     a->ncoef = (a->pm + 1) * (a->pm + 1);
-    a->doff = 1 + (a->pm + 2);
+    /* the rounding bounds of the two looks (hierarchical.cu, hg_finalize),
+     * beside K: a far cell reads them with its truncation bound */
+    a->roff = 1 + (a->pm + 2);
+    a->doff = a->roff + 2;
     a->phik = a->pm < HIER_PHI_DEG ? a->pm : HIER_PHI_DEG;
     a->moff = a->doff + 3 + HIER_PHI_DEG;
     a->boff = a->moff + a->ncoef;

@@ -87,18 +87,24 @@
 #define HG_TRI_CHUNK 32
 
 /* The table of factors (hier_tree.c, build_tables), one array:
- * ic1[n], then ic2, rc1, rc2, gw each [n][m] with row HIER_MAX_DEG + 1 */
+ * ic1[n], then ic2, rc1, rc2, gw each [n][m] with row HIER_MAX_DEG + 1,
+ * then the rounding factors ev, src, sq per degree (hier_round_factors) */
 #define HG_TD HIER_TD
 #define HG_T_IC1 0
 #define HG_T_IC2 (HG_TD)
 #define HG_T_RC1 (HG_TD + HG_TD * HG_TD)
 #define HG_T_RC2 (HG_TD + 2 * HG_TD * HG_TD)
 #define HG_T_GW (HG_TD + 3 * HG_TD * HG_TD)
-#define HG_T_SIZE (HG_TD + 4 * HG_TD * HG_TD)
+#define HG_T_EV (HG_TD + 4 * HG_TD * HG_TD)
+#define HG_T_SRC (2 * HG_TD + 4 * HG_TD * HG_TD)
+#define HG_T_SQ (3 * HG_TD + 4 * HG_TD * HG_TD)
+#define HG_T_SIZE (4 * HG_TD + 4 * HG_TD * HG_TD)
 
 /* One point's enclosure (hier_result's fields, as doubles) */
 typedef struct hg_point {
     double Sf, S, E, Phi, Phif, Phid, adds; /* Phid: the directly summed partners' part of Phi */
+    double Er;               /* the far cells' own rounding (hier_round); adds: the most roundings
+                                between a term and its sum (hier_own_bound) */
     int overlap, degenerate; /* against particles outside the batch */
     int exact_near;          /* Sf from terms in double (reference = exact's refined look) */
 } hg_point;
@@ -128,7 +134,7 @@ typedef struct hg_status {
 /* Everything the kernels read, passed by value */
 typedef struct hg_args {
     coulomb_hs_params prm;
-    int n, L, pm, ncoef, stride, fstride, moff, doff, boff, goff, phik;
+    int n, L, pm, ncoef, stride, fstride, roff, moff, doff, boff, goff, phik;
     int p_lo, direct_max;
     int b0, S;                      /* the batch */
     float step;

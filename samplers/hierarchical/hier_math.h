@@ -133,6 +133,16 @@ static inline void hier_round_factors(int pm, int p, double ev[HIER_TD], double 
     }
 }
 
+/* Our own rounding of one point's enclosure, in the units of S: the far
+ * cells' Er (hier_round, summed) and that of the sums S and Sf, every term
+ * of which passes at most `adds` roundings (+ 4: the move's differences
+ * and the product by λ z_a), so within γ Σ|terms| <= γ (Phi + E + Er) of
+ * their exact sums (DESIGN.md, "The error bound", (c)). */
+METRO_HD double hier_own_bound(double Er, double adds, double Phi, double E)
+{
+    return Er + (adds + 4.0) * 0x1p-53 * 1.01 * (Phi + E + Er);
+}
+
 /* The rounding bound of a far cell's expansion at order q and v = 1/d:
  * Σ_(n<=q) R_n v^(n+1), R_n = ev[n] G_n + sq[n] dG_n (hier_tree.c,
  * cell_norms), by Horner */

@@ -542,6 +542,11 @@ void hier_tree_move(hier_tree *t, int i, metro_float4 old)
     }
 }
 
+double hier_own(const hier_result *r)
+{
+    return hier_own_bound(r->Er, (double)r->adds, r->Phi, r->E);
+}
+
 /* ---- evaluation ---------------------------------------------------------- */
 
 typedef struct walk {

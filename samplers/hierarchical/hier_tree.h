@@ -174,15 +174,8 @@ int hier_exact_ideal(const hier_tree *t, metro_float4 tx, metro_float4 ox, int s
 int hier_ideal_reference(const coulomb_hs_params *p, const metro_float4 *pos, int n, int i, metro_float4 t, float u,
                          double *de);
 
-/* Our own rounding of one enclosure, in the units of S: the far cells'
- * (Er) and that of the sums S and Sf, every term of which passes at most
- * adds roundings (+ 4: the move's differences and the product by λ z_a),
- * so within γ Σ|terms| <= γ (Phi + E + Er) of their exact sums (DESIGN.md,
- * "The error bound", (c)). */
-static inline double hier_own(const hier_result *r)
-{
-    return r->Er + ((double)r->adds + 4.0) * 0x1p-53 * 1.01 * (r->Phi + r->E + r->Er);
-}
+/* Our own rounding of one enclosure (hier_math.h, hier_own_bound) */
+double hier_own(const hier_result *r);
 
 /* The cell index of coordinate v at level l (clamped into the grid). */
 static inline int hier_coord(const hier_tree *t, int l, double v)

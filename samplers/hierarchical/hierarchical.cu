@@ -217,9 +217,20 @@ extern "C" __global__ void hg_mom(hg_args a, int mode)
 #undef HG_ADD
 }
 
-/* A warp: a cell's evaluated block from its fixed-point sums, hier_tree.c's
- * cell_norms, with each quantity allowed, besides the CPU's margins, the
- * fixed point's rounding: count HG_FIX_SLACK rho^n (hier_gpu.h).  The
+/* The sum of a warp's lanes' values (a butterfly: every lane gets it) */
+static __device__ __forceinline__ double hg_wsum(double v)
+{
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(HG_FULL, v, o);
+    return v;
+}
+
+/* A warp: a cell's evaluated block from its fixed-point sums, as hier_tree.c's
+ * cell_norms, each quantity widened by its proven error (DESIGN.md, "The
+ * error bound", (c)): the fixed point's rounding, count HG_FIX_SLACK rho^n
+ * (hier_gpu.h); for the moments also each source's recurrence, src_n A
+ * rho^n, and the conversion to double (the integer and the product by the
+ * unit's inverse: 3u of each real, 3u G_n in the norm).  Integer sums do
+ * not drift: nothing accumulates between rebuilds.  The
  * lanes convert the integers side by side, then take a degree each (the
  * same operations per degree as the CPU's cell_norms): a thread per cell walked
  * ~250 integers and the norms' double loop alone, at 5% occupancy. */
@@ -241,10 +252,33 @@ static __device__ void hg_finalize(const hg_args *a, long long cell, int l)
     for (int n = lane; n <= pm; n += 32) M[a->goff + n] = hier_norm_g(M + a->moff, a->tab + HG_T_GW, n);
     __syncwarp();
     if (lane == 0) M[1] = M[0] > 0 ? M[0] : 0.0; /* K_0 = A */
-    for (int n = 1 + lane; n <= pm + 1; n += 32) {
+    const double A = M[0] > 0 ? M[0] : 0.0, rho = a->rho[l];
+    /* The rounding bound of a far cell, Σ_(n<=q) R_n v^(n+1) (hier_round),
+     * is at most v Σ_(n<=q) R_n (theta / rho)^n, since rho <= theta d: one
+     * number for each look (first: p_lo, theta; refined: p, theta_refine)
+     * instead of a Horner over the R_n in every walk (+9% on the walks) */
+    const double wl = a->theta / rho, wh = a->theta_refine / rho;
+    double rl = 0.0, rh = 0.0;
+    for (int n = lane; n <= pm + 1; n += 32) {
         double rn = 1.0; /* rho^n, as the CPU's cell_norms forms it */
-        for (int i = 0; i < n; ++i) rn *= a->rho[l];
-        hier_norm_k(M, pm, a->doff, a->boff, a->goff, rn, 1e-9, quant * rn, quant * rn, n);
+        for (int i = 0; i < n; ++i) rn *= rho;
+        const double G = n <= pm ? M[a->goff + n] : 0.0;
+        const double dg =
+            n <= pm ? (quant * rn + a->tab[HG_T_SRC + n] * A * rn + 3.0 * 0x1p-53 * G) * (1.0 + 1e-6) : 0.0;
+        if (n >= 1) hier_norm_k(M, pm, a->doff, a->boff, a->goff, rn, 0.0, dg, quant * rn, n);
+        if (n <= pm) {
+            const double R = (a->tab[HG_T_EV + n] * G * (1.0 + 1e-6) + a->tab[HG_T_SQ + n] * dg) * (1.0 + 1e-6);
+            double pl = 1.0, ph = 1.0;
+            for (int i = 0; i < n; ++i) pl *= wl, ph *= wh;
+            if (n <= a->p_lo) rl += R * pl;
+            if (n <= pm - HIER_EXTRA) rh += R * ph;
+        }
+    }
+    rl = hg_wsum(rl);
+    rh = hg_wsum(rh);
+    if (lane == 0) {
+        M[a->roff] = rl * (1.0 + 1e-6);
+        M[a->roff + 1] = rh * (1.0 + 1e-6);
     }
 }
 
@@ -444,12 +478,6 @@ extern "C" __global__ void hg_leaf_move(hg_args a)
 
 /* ---- the enclosure of a point: a warp walks the tree level by level ----- */
 
-static __device__ __forceinline__ double hg_wsum(double v)
-{
-    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(HG_FULL, v, o);
-    return v;
-}
-
 /* Point p of the batch: 2k the trial of mate k, 2k + 1 its old position.
  * Against every particle at its place at the batch's start; the moving ion
  * itself left out (its far image subtracted, as hier_tree.c does), and a
@@ -504,7 +532,7 @@ static __device__ __forceinline__ void hg_near(const hg_args &a, float4 x, float
 extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_args a, int mode)
 {
     __shared__ int tcnt[2][2][HG_TEAM_MAX];      /* a round's pushes and near leaves per warp, by parity */
-    __shared__ double tsum[HG_TEAM_MAX][7];
+    __shared__ double tsum[HG_TEAM_MAX][8];
     __shared__ int tflag[HG_TEAM_MAX][3];
     __shared__ unsigned fq[HG_TEAM_MAX][64];     /* each warp's far cells waiting for lanes: a ring */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -533,7 +561,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
     }
     const double skip_z = (double)sa.x;
     unsigned *front = a.front + (size_t)p * 2 * HG_FRONT, *nearl = a.nearl + (size_t)p * HG_NEAR;
-    double S = 0.0, E = 0.0, Phi = 0.0, Phif = 0.0, adds = 0.0, Sf = 0.0, Phid = 0.0;
+    double S = 0.0, E = 0.0, Er = 0.0, Phi = 0.0, Phif = 0.0, adds = 0.0, Sf = 0.0, Phid = 0.0;
     int overlap = 0, degenerate = 0, err = 0;
     int ncur = 1, nnear = 0, cur = 0;
     int fh = 0, nq = 0; /* the far ring's head and length */
@@ -641,11 +669,17 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
                     const double extra = (double)a.cnt[cell] * HG_FIX_SLACK;
                     S += hier_expand(a.tab + HG_T_IC1, a.tab + HG_T_IC2, M + a.moff, y, v, q);
                     E += hier_trunc(M + 1, a.pm, v, idr, q) + extra * idr;
-                    const double phc = hier_phi(M, a.doff, a.phik, y, v, idr, rho, 0.0, 1e-9 * (M[0] > 0 ? M[0] : 0.0)) + extra * v;
+                    Er += M[a.roff + refined] * v; /* hg_finalize */
+                    /* the fixed point's rounding of A and D: extra v */
+                    const double phc = hier_phi(M, a.doff, a.phik, y, v, idr, rho, 0.0, 0.0) + extra * v;
                     Phi += phc;
                     Phif += phc;
-                    adds += (double)((q + 1) * (q + 1));
-                    if (ix == sl[0] && iy == sl[1] && iz == sl[2]) S -= skip_z / skip_r;
+                    adds += 1.0; /* the lane's running S */
+                    if (ix == sl[0] && iy == sl[1] && iz == sl[2]) {
+                        S -= skip_z / skip_r;
+                        Er += 6.0 * 0x1p-53 * fabs(skip_z) / skip_r; /* a distance within 4.5u, a division */
+                        adds += 1.0;
+                    }
                 }
                 fh = (fh + take) & 63;
                 nq -= take;
@@ -722,9 +756,13 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
     }
     S = hg_wsum(S);
     E = hg_wsum(E);
+    Er = hg_wsum(Er);
     Phi = hg_wsum(Phi);
     Phif = hg_wsum(Phif);
-    adds = hg_wsum(adds + (double)nd);
+    /* a term's roundings: its lane's running sums, the warp's five
+     * levels and the team's (at most 8): at most the count of all terms
+     * plus 16 */
+    adds = hg_wsum(adds + (double)nd) + 16.0;
     Sf = hg_wsum(Sf);
     Phid = hg_wsum(Phid);
     overlap = __any_sync(HG_FULL, overlap);
@@ -732,15 +770,15 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
     err = __any_sync(HG_FULL, err);
     if (team > 1) { /* the warps' sums in order */
         if (lane == 0) {
-            const double v[7] = {S, E, Phi, Phif, adds, Sf, Phid};
-            for (int i = 0; i < 7; ++i) tsum[wi][i] = v[i];
+            const double v[8] = {S, E, Phi, Phif, adds, Sf, Phid, Er};
+            for (int i = 0; i < 8; ++i) tsum[wi][i] = v[i];
             tflag[wi][0] = overlap;
             tflag[wi][1] = degenerate;
             tflag[wi][2] = err;
         }
         __syncthreads();
         if (wi != 0) return;
-        S = E = Phi = Phif = adds = Sf = Phid = 0.0;
+        S = E = Phi = Phif = adds = Sf = Phid = Er = 0.0;
         for (int w = 0; w < team; ++w) {
             S += tsum[w][0];
             E += tsum[w][1];
@@ -749,6 +787,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
             adds += tsum[w][4];
             Sf += tsum[w][5];
             Phid += tsum[w][6];
+            Er += tsum[w][7];
             overlap |= tflag[w][0];
             degenerate |= tflag[w][1];
             err |= tflag[w][2];
@@ -759,6 +798,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
         r.Sf = Sf;
         r.S = S;
         r.E = E;
+        r.Er = Er;
         /* each near |z|/r from the float 1/r (within 1.5 ulp): widened 1e-6 */
         r.Phi = Phi + Phid * (1.0 + 1e-6);
         r.Phif = Phif;
@@ -786,7 +826,7 @@ extern "C" __global__ void __launch_bounds__(HG_TSUM) hg_total_sum(hg_args a)
         const hg_point r = a.pts[p];
         const double lz = (double)a.prm.sp[coulomb_hs_species(a.pos[a.b0 + p].w)].z;
         u += r.Sf + lz * r.S;
-        b += hier_total_bound(fabs(lz), r.E, r.Phi, r.adds, a.ksum);
+        b += hier_total_bound(fabs(lz), r.E + hier_own_bound(r.Er, r.adds, r.Phi, r.E), r.Phi, 0.0, a.ksum);
         bad += (double)(r.overlap || r.degenerate);
     }
     sh[0][threadIdx.x] = u;
@@ -886,7 +926,8 @@ extern "C" __global__ void hg_prep(hg_args a)
     const double fnear = rt.exact_near && ro.exact_near ? HIER_EXACT_TERM : reff;
     const double floor = hier_floor(a.ideal, alz, fnear, a.ideal ? 0.0 : a.ksum, rt.Phid + ro.Phid, rt.Phif + ro.Phif,
                                     rt.Phi + ro.Phi);
-    const double rest = alz * (rt.E + ro.E + (1e-9 + rt.adds * 0x1p-50) * rt.Phi + (1e-9 + ro.adds * 0x1p-50) * ro.Phi);
+    const double rest = alz * (rt.E + ro.E + hier_own_bound(rt.Er, rt.adds, rt.Phi, rt.E) +
+                               hier_own_bound(ro.Er, ro.adds, ro.Phi, ro.E));
     /* the mates' float terms: the reference's summation (float) or their
      * rounding against the exact terms (exact); our running sum's */
     const double mates = (a.ideal ? reff : a.ksum) * absA + (double)(a.S + 1) * 0x1p-53 * (fabs(r.est) + absA);
