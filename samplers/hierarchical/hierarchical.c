@@ -179,7 +179,7 @@ static const metro_param_decl params[] = {
     {"theta", METRO_PARAM_REAL, "0.65", 0.01, 0.9, NULL, "",
      "opening parameter: a cell is far when its radius is at most theta times its distance"},
     {"refine", METRO_PARAM_INT, "2", 0, HIER_MAX_STAGES - 1, NULL, "",
-     "retries of an undecided move (order_refine at 0.85 theta, then theta halved) before the exact pass and the reference's direct sum; CUDA: refine > 0 gives one refined look (0.85 theta, or 0.6 theta under reference = exact)"},
+     "retries of an undecided move (order_refine at 0.85 theta, then theta halved) before the exact pass and the reference's direct sum, and more (theta halved, up to 7 looks) while a look costs less than the exact pass; CUDA: refine > 0 gives one refined look (0.85 theta, or 0.6 theta under reference = exact)"},
     {"leaf", METRO_PARAM_INT, "32", 1, 100000, NULL, "", "particles per leaf cell, about (within a factor 2.8: the nearest power of 8)"},
     {"direct_max", METRO_PARAM_INT, "32", 0, 1000000, NULL, "",
      "far cells (of the two finest levels) with at most this many particles are summed directly"},

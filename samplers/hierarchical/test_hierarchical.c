@@ -856,6 +856,44 @@ START_TEST(exact_refines_before_its_pass)
 }
 END_TEST
 
+/* The looks after the second refinement (theta halved each: up to seven
+ * looks, as `refine = 7` asks, or as many as cost less than an exact pass
+ * at large N) decide as every look does: monopoles at the first look and
+ * at the refinements, so most moves need a later one, each decision
+ * audited against the long-double sum.  (The running energy of order 0
+ * drifts: the drift check is off here.) */
+START_TEST(later_looks_audited)
+{
+    char d[] = "/tmp/metro-hier-XXXXXX", ini[2048];
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    ini_electrolyte(ini, sizeof ini, 21, 4096, 598.0,
+                    "plugin = hierarchical\nreference = exact\naudit = true\norder = 0\norder_refine = 0\n"
+                    "theta = 0.8\nrefine = 7");
+    metro_test_write(d, "a.ini", "%s", ini);
+    char *e = NULL;
+    const int rc = metro_test_clif(
+        &e, "run %s/a.ini --device cpu --output %s/o --set run.sweeps=4 --set run.drift_tolerance=1 --quiet", d, d);
+    ck_assert_msg(rc == 0, "the run failed (an audited decision differs?): %s", e ? e : "");
+    free(e);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/o/log.txt", d);
+    char *log = metro_test_slurp(path);
+    ck_assert_ptr_nonnull(log);
+    const char *at = strstr(log, "decided by a later look ");
+    long long later = -1, diff = -1, moves = -1;
+    ck_assert_msg(at && sscanf(at, "decided by a later look %lld", &later) == 1, "no count of later looks: %s", log);
+    at = strstr(log, "audit: ");
+    ck_assert_msg(at && sscanf(at, "audit: %lld of %lld decisions differ", &diff, &moves) == 2, "no audit: %s", log);
+    printf("later looks: %lld of %lld moves decided by the third to seventh look; %lld differ from the exact sum\n",
+           later, moves, diff);
+    ck_assert_msg(later > moves / 10, "only %lld moves reached a later look: the case no longer tests them", later);
+    ck_assert_int_eq(diff, 0);
+    free(log);
+    snprintf(path, sizeof path, "rm -rf %s", d);
+    ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 static void refused(const char *ini, const char *want)
 {
     metro_test_refused(ini, NULL, want);
@@ -903,7 +941,7 @@ int main(void)
     (void)enclosure, (void)rounding_lemma, (void)moment_error_bound, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)reference_rounding, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
     (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda_tolerance;
     (void)resume_is_exact, (void)tree_energy, (void)exact_pass_ideal, (void)exact_chain_audited,
-        (void)exact_audit_can_fail, (void)exact_refines_before_its_pass;
+        (void)exact_audit_can_fail, (void)exact_refines_before_its_pass, (void)later_looks_audited;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 #else
@@ -929,6 +967,7 @@ int main(void)
     add(tc, "refuses_cuda_tolerance", refuses_cuda_tolerance);
     add(tc, "resume_is_exact", resume_is_exact);
     add(tc, "exact_refines_before_its_pass", exact_refines_before_its_pass);
+    add(tc, "later_looks_audited", later_looks_audited);
     (void)same_chain_dilute_65536;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
