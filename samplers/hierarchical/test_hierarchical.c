@@ -86,6 +86,8 @@ START_TEST(enclosure)
     const int orders[] = {0, 1, 3, 6, 10, 12};
     const double thetas[] = {0.3, 0.5, 0.8};
     double worst = 0.0, worst_far = 0.0; /* largest |error| / allowed seen (far: points 2-6 R away) */
+    double own_lo = 1.0, own_hi = 0.0;     /* the range of our own rounding's bound, relative to Phi */
+    double own_mid = 0.0;                  /* its largest at theta <= 0.5 */
     for (size_t a = 0; a < sizeof orders / sizeof orders[0]; ++a) {
         hier_tree t;
         ck_assert_int_eq(hier_tree_init(&t, pos, n, &prm, orders[a], orders[a] / 2, 4, R * (1 + 1e-6)), 0);
@@ -132,6 +134,9 @@ START_TEST(enclosure)
                 ck_assert_msg(r.Phi <= (double)phi * 3, "Phi %.10g far above %.10g", r.Phi, (double)phi);
                 if (err / bound > worst) worst = err / bound;
                 if (far && err / bound > worst_far) worst_far = err / bound;
+                own_lo = fmin(own_lo, hier_own(&r) / r.Phi);
+                own_hi = fmax(own_hi, hier_own(&r) / r.Phi);
+                if (thetas[b] <= 0.5) own_mid = fmax(own_mid, hier_own(&r) / r.Phi);
                 /* the truncation bound of the high orders is small enough to
                  * be of use: at order 10 and theta 0.5 below 1e-4 of Phi */
                 if (orders[a] == 10 && hi && thetas[b] == 0.5) ck_assert_msg(r.E < 1e-4 * r.Phi, "E %.3g Phi %.3g", r.E, r.Phi);
@@ -147,7 +152,8 @@ START_TEST(enclosure)
         ck_assert(r1.cells > 0 && r1.direct < n);
         hier_tree_free(&t);
     }
-    printf("enclosure: largest error / its bound %.3g (points 2-6 R away: %.3g)\n", worst, worst_far);
+    printf("enclosure: largest error / its bound %.3g (points 2-6 R away: %.3g); our own rounding's bound %.2g "
+           "... %.2g of Phi (at theta <= 0.5 at most %.2g)\n", worst, worst_far, own_lo, own_hi, own_mid);
     free(pos);
 }
 END_TEST
