@@ -829,6 +829,22 @@ START_TEST(resume_is_exact)
 }
 END_TEST
 
+/* The CLI's run of ini (in the fresh folder d) with `sets`; the run must
+ * succeed; its log, to be freed */
+static char *cli_log(const char *d, const char *ini, const char *sets)
+{
+    metro_test_write(d, "a.ini", "%s", ini);
+    char *e = NULL;
+    const int rc = metro_test_clif(&e, "run %s/a.ini --device cpu --output %s/o %s --quiet", d, d, sets);
+    ck_assert_msg(rc == 0, "the run failed: %s", e ? e : "");
+    free(e);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/o/log.txt", d);
+    char *log = metro_test_slurp(path);
+    ck_assert_ptr_nonnull(log);
+    return log;
+}
+
 START_TEST(exact_refines_before_its_pass)
 {
     /* reference = exact: a move whose first look lies within that look's
@@ -839,15 +855,7 @@ START_TEST(exact_refines_before_its_pass)
     char d[] = "/tmp/metro-hier-XXXXXX", ini[2048];
     ck_assert_ptr_nonnull(mkdtemp(d));
     ini_electrolyte(ini, sizeof ini, 21, 4096, 598.0, "plugin = hierarchical\nreference = exact");
-    metro_test_write(d, "a.ini", "%s", ini);
-    char *e = NULL;
-    const int rc = metro_test_clif(&e, "run %s/a.ini --device cpu --output %s/o --set run.sweeps=40 --quiet", d, d);
-    ck_assert_msg(rc == 0, "the run failed: %s", e ? e : "");
-    free(e);
-    char path[1100];
-    snprintf(path, sizeof path, "%s/o/log.txt", d);
-    char *log = metro_test_slurp(path);
-    ck_assert_ptr_nonnull(log);
+    char *log = cli_log(d, ini, "--set run.sweeps=40");
     const char *at = strstr(log, "stage0 ");
     long long s0 = -1, s1 = -1, s2 = -1, ex = -1;
     ck_assert_msg(at && sscanf(at, "stage0 %lld, stage1 %lld, stage2 %lld, exact %lld", &s0, &s1, &s2, &ex) == 4,
@@ -857,6 +865,7 @@ START_TEST(exact_refines_before_its_pass)
     ck_assert_msg(s2 > 0, "no move reached the second refinement: the case no longer tests anything");
     ck_assert_msg(ex == 0, "%lld moves went to the exact pass that a refinement decides", ex);
     free(log);
+    char path[1100];
     snprintf(path, sizeof path, "rm -rf %s", d);
     ck_assert_int_eq(system(path), 0);
 }
@@ -875,16 +884,8 @@ START_TEST(later_looks_audited)
     ini_electrolyte(ini, sizeof ini, 21, 4096, 598.0,
                     "plugin = hierarchical\nreference = exact\naudit = true\norder = 0\norder_refine = 0\n"
                     "theta = 0.8\nrefine = 7");
-    metro_test_write(d, "a.ini", "%s", ini);
-    char *e = NULL;
-    const int rc = metro_test_clif(
-        &e, "run %s/a.ini --device cpu --output %s/o --set run.sweeps=4 --set run.drift_tolerance=1 --quiet", d, d);
-    ck_assert_msg(rc == 0, "the run failed (an audited decision differs?): %s", e ? e : "");
-    free(e);
-    char path[1100];
-    snprintf(path, sizeof path, "%s/o/log.txt", d);
-    char *log = metro_test_slurp(path);
-    ck_assert_ptr_nonnull(log);
+    /* (an audited decision that differs fails the run) */
+    char *log = cli_log(d, ini, "--set run.sweeps=4 --set run.drift_tolerance=1");
     const char *at = strstr(log, "decided by a later look ");
     long long later = -1, diff = -1, moves = -1;
     ck_assert_msg(at && sscanf(at, "decided by a later look %lld", &later) == 1, "no count of later looks: %s", log);
@@ -895,6 +896,7 @@ START_TEST(later_looks_audited)
     ck_assert_msg(later > moves / 10, "only %lld moves reached a later look: the case no longer tests them", later);
     ck_assert_int_eq(diff, 0);
     free(log);
+    char path[1100];
     snprintf(path, sizeof path, "rm -rf %s", d);
     ck_assert_int_eq(system(path), 0);
 }
