@@ -356,12 +356,13 @@ METRO_HD double hier_exact_eps(double abs_sum, double ksum, double bound_scale)
 }
 
 /* A particle's share of the bound on |E_tree - E_direct| (DESIGN.md, "The
- * energy"), from its walk at its own place (|λ z|, truncation E, Φ, terms
- * added) and the reference's double-sum allowance ksum: the truncation,
- * the float terms on both sides, both double sums, our own rounding */
-METRO_HD double hier_total_bound(double alz, double E, double Phi, double adds, double ksum)
+ * energy"), from its walk at its own place (|λ z|, E: the truncation and
+ * our own rounding, hier_own_bound; Φ) and the reference's double-sum
+ * allowance ksum: E, the float terms on both sides, both double sums, and
+ * a margin of 1e-9 Φ (this bound is only logged, a worst case) */
+METRO_HD double hier_total_bound(double alz, double E, double Phi, double ksum)
 {
-    return alz * (E + (2.0 * HIER_REF_FLOAT + 2.0 * ksum + 1e-9 + adds * 0x1p-50) * Phi);
+    return alz * (E + (2.0 * HIER_REF_FLOAT + 2.0 * ksum + 1e-9) * Phi);
 }
 
 #endif

@@ -235,9 +235,10 @@ typedef struct hier_acc {
     double e[(HIER_MAX_DEG + 1) * (HIER_MAX_DEG + 1)];
 } hier_acc;
 
-static void acc_close(const hier_tree *t, hier_acc *a, int count)
+static void acc_close(const hier_tree *t, hier_acc *a)
 {
     if (!a->M) return;
+    const int count = t->cnt[a->l][(size_t)(a->M - t->mom[a->l]) / (size_t)t->stride];
     const int pm = t->pm;
     const double rho = t->rho[a->l], u = 0x1p-53;
     double *M = a->M, *dG = M + t->eoff;
@@ -344,7 +345,7 @@ HIER_CLONES static void moments4(const hier_tree *t, const mjob *j)
         hier_acc *a = j[v].acc;
         if (a) {
             if (a->M != M) {
-                if (a->M) acc_close(t, a, t->cnt[a->l][(size_t)(a->M - t->mom[a->l]) / (size_t)t->stride]);
+                acc_close(t, a);
                 a->M = M;
                 memset(a->e, 0, (size_t)t->ncoef * sizeof(double));
             }
@@ -502,7 +503,7 @@ void hier_tree_rebuild(hier_tree *t)
     }
     mqueue_flush(t, &q);
     for (int l = 1; l < L; ++l) {
-        if (acc && acc[l].M) acc_close(t, &acc[l], t->cnt[l][(size_t)(acc[l].M - t->mom[l]) / (size_t)t->stride]);
+        if (acc) acc_close(t, &acc[l]);
         for (size_t c = 0; c < cells_of(t, l); ++c) {
             double *M = t->mom[l] + c * (size_t)t->stride;
             if (!acc) {

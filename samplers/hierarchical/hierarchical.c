@@ -653,7 +653,7 @@ static int tree_total(hier *b, double *energy, double *bound, long long *bad)
         hier_eval(&b->tree, x, i, x, b->theta, dcut, 1, 0, 0, &r);
         const double lz = (double)b->prm.sp[coulomb_hs_species(x.w)].z;
         u[2 * i] = r.Sf + lz * r.S;
-        u[2 * i + 1] = hier_total_bound(fabs(lz), r.E + hier_own(&r), r.Phi, 0.0, ksum);
+        u[2 * i + 1] = hier_total_bound(fabs(lz), r.E + hier_own(&r), r.Phi, ksum);
         nbad += r.overlap || r.degenerate;
     }
     double e = 0.0, bd = 0.0;

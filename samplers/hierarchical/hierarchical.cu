@@ -826,7 +826,7 @@ extern "C" __global__ void __launch_bounds__(HG_TSUM) hg_total_sum(hg_args a)
         const hg_point r = a.pts[p];
         const double lz = (double)a.prm.sp[coulomb_hs_species(a.pos[a.b0 + p].w)].z;
         u += r.Sf + lz * r.S;
-        b += hier_total_bound(fabs(lz), r.E + hier_own_bound(r.Er, r.adds, r.Phi, r.E), r.Phi, 0.0, a.ksum);
+        b += hier_total_bound(fabs(lz), r.E + hier_own_bound(r.Er, r.adds, r.Phi, r.E), r.Phi, a.ksum);
         bad += (double)(r.overlap || r.degenerate);
     }
     sh[0][threadIdx.x] = u;
