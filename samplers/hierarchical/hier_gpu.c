@@ -50,6 +50,10 @@ struct hier_gpu {
     double phase[HG_PHASES], t_stops;
     long long stops;
     long long cycle; /* the run's cycle under way (1, 2, ...): for messages */
+    /* the mates' terms kept in L2 (l2_window): the window's bytes (0:
+     * none) and the share of it that may persist */
+    size_t l2_bytes;
+    float l2_ratio;
 };
 
 static int cu(hier_gpu *g, int status, const char *what)
@@ -80,6 +84,11 @@ void hier_gpu_free(hier_gpu *g)
     for (int i = 0; i < g->nallocs; ++i) cudaFree(g->allocs[i]);
     if (g->h_status) cudaFreeHost(g->h_status);
     if (g->h_pos) cudaFreeHost(g->h_pos);
+    if (g->l2_bytes) { /* the lines this run kept, and the set-aside */
+        (void)cudaCtxResetPersistingL2Cache();
+        (void)cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+        (void)cudaGetLastError();
+    }
     for (int i = 0; g->profile && i <= HG_PHASES; ++i) cudaEventDestroy(g->ev[i]);
     for (int i = 0; g->profile && i < 2; ++i) cudaEventDestroy(g->sev[i]);
     free(g);
@@ -241,6 +250,46 @@ static void geometry(hier_gpu *g, int n)
     a->spath = (double)((n + 256 * HG_EXACT_BLOCKS - 1) / (256 * HG_EXACT_BLOCKS) + 8 + HG_EXACT_BLOCKS);
 }
 
+/* The chain reads the mates' terms (corr, flg) row by row, each read on
+ * its path, long after hg_tri wrote them; the walks in between stream the
+ * tree through L2 and evict them (its probes: ~2,000 cycles a round trip).
+ * So hg_tri's writes are marked persisting for the cycle's batches (a
+ * window on the stream, removed at the cycle's end, when other plugins'
+ * kernels run).  A hint: where the device has no persisting L2 (or
+ * METRO_HIER_L2=0) the run is the same, only slower. */
+static void l2_setup(hier_gpu *g, int dev)
+{
+    const char *e = getenv("METRO_HIER_L2");
+    int maxp = 0, maxw = 0;
+    const size_t bytes = (size_t)g->cfg.batch * (size_t)g->cfg.batch * (sizeof(double) + 1);
+    if ((e && !strcmp(e, "0")) || cudaDeviceGetAttribute(&maxp, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&maxw, cudaDevAttrMaxAccessPolicyWindowSize, dev) != cudaSuccess || maxp <= 0 ||
+        maxw <= 0) {
+        (void)cudaGetLastError();
+        return;
+    }
+    const size_t set = bytes < (size_t)maxp ? bytes : (size_t)maxp;
+    if (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, set) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return;
+    }
+    g->l2_bytes = bytes < (size_t)maxw ? bytes : (size_t)maxw;
+    g->l2_ratio = (float)((double)set / (double)g->l2_bytes);
+}
+
+static void l2_window(hier_gpu *g, int on)
+{
+    if (!g->l2_bytes) return;
+    cudaStreamAttrValue v;
+    memset(&v, 0, sizeof v);
+    v.accessPolicyWindow.base_ptr = on ? (void *)g->a.corr : NULL;
+    v.accessPolicyWindow.num_bytes = on ? g->l2_bytes : 0;
+    v.accessPolicyWindow.hitRatio = on ? g->l2_ratio : 0.f;
+    v.accessPolicyWindow.hitProp = on ? cudaAccessPropertyPersisting : cudaAccessPropertyNormal;
+    v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+    if (cudaStreamSetAttribute(g->s, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess) (void)cudaGetLastError();
+}
+
 /* Every device array; with g->counting only their bytes are added up. */
 static void allocate(hier_gpu *g, int *bad)
 {
@@ -270,8 +319,9 @@ static void allocate(hier_gpu *g, int *bad)
     a->pts = dalloc(g, 2 * (size_t)S * sizeof(hg_point), bad);
     a->front = dalloc(g, 2 * (size_t)S * 2 * HG_FRONT * sizeof(unsigned), bad);
     a->nearl = dalloc(g, 2 * (size_t)S * HG_NEAR * sizeof(unsigned), bad);
-    a->corr = dalloc(g, (size_t)S * (size_t)S * sizeof(double), bad);
-    a->flg = dalloc(g, (size_t)S * (size_t)S, bad);
+    /* corr and flg in one piece: one L2 window holds both (l2_window) */
+    a->corr = dalloc(g, (size_t)S * (size_t)S * (sizeof(double) + 1), bad);
+    a->flg = a->corr ? (unsigned char *)(a->corr + (size_t)S * S) : NULL;
     a->tabs = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(double), bad);
     a->tsq = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(double), bad);
     a->tnA = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(int), bad);
@@ -366,6 +416,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     const char *cb = getenv("METRO_HIER_CHAIN_BLOCKS");
     if (cb && *cb) g->sms = atoi(cb);
     if (g->sms < 1) g->sms = 1;
+    if (!bad) l2_setup(g, dev);
     /* METRO_HIER_REFINE_WARPS=W: W warps walk each point of the refined
      * look (1: one, as every other walk) */
     const char *rw = getenv("METRO_HIER_REFINE_WARPS");
@@ -525,6 +576,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
     const int nb = (trials + S0 - 1) / S0, every = (nb + HG_REPACKS - 1) / HG_REPACKS;
     if (cu(g, cudaMemsetAsync(a->cycle_acc, 0, sizeof(long long), g->s), "clearing the count") || repack(g, 1))
         return -1;
+    l2_window(g, 1);
     for (int b0 = 0; b0 < trials; b0 += S0) {
         a->b0 = b0;
         a->S = trials - b0 < S0 ? trials - b0 : S0;
@@ -581,6 +633,7 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
         if ((b0 / S0 + 1) % every == 0 && b0 + S0 < trials && repack(g, 1)) return -1;
         mark(g, 5);
     }
+    l2_window(g, 0);
     long long acc = 0;
     if (cu(g, cudaMemcpyAsync(&acc, a->cycle_acc, sizeof acc, cudaMemcpyDeviceToHost, g->s), "reading acceptances") ||
         cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->s), "reading the status") ||

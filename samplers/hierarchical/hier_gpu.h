@@ -117,6 +117,11 @@ typedef struct hg_trial {
     int degenerate;         /* a distance 0: left to the reference */
     int nA;                 /* mates whose old position the trial overlaps */
     int pad;
+    /* over the mates before it in its chunk of 32 (the chain's, hg_decide):
+     * the sums of their negative and positive changes and of their sizes,
+     * and their overlap flags (bit j & 31: flg 1, flg 2) */
+    double lo, hi, sab;
+    unsigned fa, fb;
 } hg_trial;
 
 /* What the chain leaves for the host after each launch */

@@ -937,6 +937,19 @@ extern "C" __global__ void hg_prep(hg_args a)
     r.degenerate = rt.degenerate || ro.degenerate || (nA >> 20) != 0;
     r.nA = nA & 0xfffff;
     r.pad = 0;
+    /* what the chain needs to know which decisions its chunk's earlier
+     * mates cannot change (hg_rule_fixed): their changes' range and flags */
+    r.lo = r.hi = r.sab = 0.0;
+    r.fa = r.fb = 0u;
+    for (int j = k & ~31; j < k; ++j) {
+        const double c = a.corr[(size_t)j * a.S + k];
+        const unsigned f = a.flg[(size_t)j * a.S + k];
+        r.lo += fmin(c, 0.0);
+        r.hi += fmax(c, 0.0);
+        r.sab += fabs(c);
+        r.fa |= (f & 1u) << (j & 31);
+        r.fb |= ((f >> 1) & 1u) << (j & 31);
+    }
     a.tr[k] = r;
     /* undecided at the batch's start, or near enough that the accepted
      * mates' changes (about sqrt(Σ corr²/2) for half of them accepted;
@@ -1223,21 +1236,46 @@ static __device__ __noinline__ int hg_xpass(const hg_args *a, unsigned epoch, in
  * est + v - eps >= rej = T + dT; kind 1 blocked, 2 degenerate */
 struct hg_rule {
     double est, eps, acc, rej;
+    double lo, hi, sab; /* the chunk's earlier mates (hg_trial) */
+    unsigned fa, fb;
     int kind;
 };
 
 static __device__ __forceinline__ hg_rule hg_rule_of(const hg_args *a, int k)
 {
-    hg_rule r = {0.0, 0.0, 0.0, 0.0, 0};
+    hg_rule r = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0u, 0u, 0};
     if (k < a->S) {
         const hg_trial tr = a->tr[k];
         r.est = tr.est;
         r.eps = tr.eps;
         r.acc = fmax(0.0, tr.T - tr.dT);
         r.rej = tr.T + tr.dT;
+        r.lo = tr.lo;
+        r.hi = tr.hi;
+        r.sab = tr.sab;
+        r.fa = tr.fa;
+        r.fb = tr.fb;
         r.kind = tr.blocked ? 1 : tr.degenerate ? 2 : 0;
     }
     return r;
+}
+
+/* A lane's sum v plus rows [b0, b1) of a staged 32 x 32 block whose bit
+ * is set in `take`, in row order, eight rows' loads in flight.  A row that
+ * does not count adds +0.0, which leaves every sum but -0.0 as it is, and
+ * a running sum is never -0.0 (it starts at +0.0, and a sum of finite
+ * doubles rounded to nearest is -0.0 only when both addends are): the bits
+ * of adding only the rows that count, without a branch. */
+static __device__ __forceinline__ void hg_add_rows(const double (*rows)[32], unsigned take, int b0, int b1, int lane,
+                                                   double &v)
+{
+    for (int b = b0; b < b1; b += 8) {
+        double r[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) r[u] = rows[(b + u) & 31][lane];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v += ((b + u < 32) & (take >> ((b + u) & 31))) ? r[u] : 0.0;
+    }
 }
 
 /* Rows [first, 64) by step of what chunk w needs while chunk w - 1 is
@@ -1307,20 +1345,26 @@ static __device__ __forceinline__ void hg_add_accepted(const hg_args *a, int c, 
     }
 }
 
-/* Lane k of the deciding warp: mate j (of this chunk) accepted, its bit
- * in the chunk's mask and, for the later lanes, its change to their sums
- * from the warp's staged block */
-static __device__ __forceinline__ void hg_accepted(int j, int k, int in, const double (*diag)[32],
-                                                   const unsigned char (*fdiag)[32], unsigned &accm, double &v,
-                                                   int &nA, int &nB)
+/* A lane's decision while its earlier mates in the chunk are undecided:
+ * its running sum will be v plus the changes of those that are accepted,
+ * added in index order, so it lies in [v + lo, v + hi] (lo, hi the sums of
+ * their negative and positive changes, sab of their sizes) up to the
+ * rounding of at most 31 additions, γ_31 (|v| + sab) < 2^-48 (|v| + sab),
+ * and of forming the ends (2^-48 sab and 2^-53 (|v| + sab)); the margin
+ * 2^-46 (|v| + sab) holds all of it with room for its own rounding.
+ * hierarchical.c's rule, fl(fl(est + v) ± eps) against the thresholds, is
+ * monotone in v (accept below, reject above), so when both ends give one
+ * decision every sum between does: that decision (1 accept, 0 reject, 2
+ * open); 3 when the ends differ. */
+static __device__ __forceinline__ int hg_rule_fixed(double est, double eps, double acc_thr, double rej_thr, double v,
+                                                    double lo, double hi, double sab)
 {
-    accm |= 1u << (j & 31);
-    if (in && k > j) {
-        v += diag[j & 31][k & 31];
-        const unsigned char fj = fdiag[j & 31][k & 31];
-        nA -= fj & 1;
-        nB += (fj >> 1) & 1;
-    }
+    const double slack = 0x1p-46 * (fabs(v) + sab);
+    const double vl = (v + lo) - slack, vh = (v + hi) + slack;
+    const double dl = est + vl, dh = est + vh;
+    const int rl = dl + eps <= acc_thr ? 1 : dl - eps >= rej_thr ? 0 : 2;
+    const int rh = dh + eps <= acc_thr ? 1 : dh - eps >= rej_thr ? 0 : 2;
+    return rl == rh ? rl : 3;
 }
 
 /* What the deciding block keeps in shared memory (hg_chain, hg_decide) */
@@ -1384,46 +1428,68 @@ static __device__ __forceinline__ int hg_decide(const hg_args &a, hg_chain_smem 
     int stop = a.S;
     for (int c = c0; c < nch && stop == a.S; ++c) {
         const int p = c & 1;
+        /* the deciding warp's: its chunk's first trial and where it ended,
+         * the accepted lanes, each lane's energy change (written out after
+         * the barrier, off the next chunk's path) */
+        int j0 = 0, j = 0;
+        unsigned accm = 0;
+        double de = 0.0;
         if (warp == c) {
-            /* my chunk's decisions */
-            const int j0 = max(from, 32 * c), j1 = min(32 * c + 32, a.S);
-            unsigned accm = 0;
-            double de = 0.0; /* my move's energy change, once decided */
-            const double est = sm.rule[p][lane].est, eps = sm.rule[p][lane].eps, acc_thr = sm.rule[p][lane].acc,
-                         rej_thr = sm.rule[p][lane].rej;
-            const int kind = sm.rule[p][lane].kind;
-            int j = j0;
-            for (; j < j1; ++j) {
-                int d = 0;
-                if (k == j) {
-                    if (j == from && preset >= 0) {
-                        d = preset;
-                        de = preset_de;
-                    } else if (kind == 1 || nA > 0 || nB > 0) {
-                        d = 0;
-                        ++decided0;
-                    } else if (kind == 2) {
-                        d = 2;
-                    } else {
-                        de = est + v;
-                        d = de + eps <= acc_thr ? 1 : de - eps >= rej_thr ? 0 : 2;
-                        if (d != 2) ++decided0;
-                    }
-                }
-                d = __shfl_sync(HG_FULL, d, j & 31);
+            /* my chunk's decisions.  First every lane finds whether its
+             * decision is already fixed whatever its earlier mates in the
+             * chunk decide: its sum will lie in [v + lo, v + hi] (hg_prep)
+             * up to the running sum's rounding, and the rule is monotone in
+             * the sum, so equal decisions at both ends are the decision
+             * (hg_rule_fixed).  Then the chunk in segments: every lane adds
+             * the accepted rows up to the next open lane (in index order,
+             * eight loads in flight), that lane applies the rule to its now
+             * exact sum and a shuffle hands the result on; typically no
+             * lane or one is open.  The chunk ends at the first move left
+             * open for good.  The rule: a preset decision (a trial decided
+             * outside the loop), else rejection when blocked or
+             * overlapping, else an open move when degenerate, else
+             * hierarchical.c's bounds. */
+            j0 = max(from, 32 * c);
+            const int j1 = min(32 * c + 32, a.S), pre = preset >= 0 && from >= j0 ? from : -1;
+            const hg_rule &r = sm.rule[p][lane];
+            const double est = r.est, eps = r.eps, acc_thr = r.acc, rej_thr = r.rej;
+            const int kind = r.kind;
+            int mine = hg_rule_fixed(est, eps, acc_thr, rej_thr, v, r.lo, r.hi, r.sab); /* 3: open until its turn */
+            mine = kind == 2 ? 2 : mine;
+            mine = (r.fa | r.fb) && nB == 0 ? 3 : nA > 0 || nB > 0 ? 0 : mine; /* overlaps the chunk may change: open */
+            mine = kind == 1 ? 0 : mine;
+            mine = k == pre ? preset : mine;
+            const unsigned lim = j1 - 32 * c == 32 ? HG_FULL : (1u << (j1 - 32 * c)) - 1u;
+            unsigned acc = __ballot_sync(HG_FULL, mine == 1), stops = __ballot_sync(HG_FULL, mine == 2) & lim,
+                     open = __ballot_sync(HG_FULL, mine == 3) & lim;
+            int s0 = j0;
+            for (;;) {
+                /* the next open or stopping lane at or after s0 */
+                const unsigned ahead = (open | stops) & ~((1u << (s0 & 31)) - 1u);
+                const int e = ahead ? 32 * c + __ffs(ahead) - 1 : j1;
+                /* the accepted rows in [s0, e), of mates before me */
+                const unsigned seg = acc & (e - 32 * c == 32 ? HG_FULL : (1u << (e & 31)) - 1u) &
+                                     ~((1u << (s0 & 31)) - 1u);
+                hg_add_rows(sm.diag[p], in ? seg & ((1u << lane) - 1u) : 0u, s0 - 32 * c, e - 32 * c, lane, v);
+                nA -= __popc(r.fa & seg);
+                nB += __popc(r.fb & seg);
+                j = e;
+                if (e >= j1 || ((stops >> (e & 31)) & 1u)) break;
+                int rr = est + v + eps <= acc_thr ? 1 : est + v - eps >= rej_thr ? 0 : 2;
+                rr = kind == 2 ? 2 : rr;
+                rr = nA > 0 || nB > 0 ? 0 : rr;
+                const int d = __shfl_sync(HG_FULL, rr, e & 31);
                 if (d == 2) break;
-                if (d == 1) hg_accepted(j, k, in, sm.diag[p], sm.fdiag[p], accm, v, nA, nB);
+                acc |= d == 1 ? 1u << (e & 31) : 0u;
+                open &= ~(1u << (e & 31));
+                s0 = e;
             }
-            /* each lane its own decision; the accepted mates' places
-             * before an exact pass of trial j */
-            if (k >= j0 && k < j) {
-                const int acc = (accm >> lane) & 1u;
-                a.acc[k] = (unsigned char)acc;
-                if (acc) {
-                    a.pos[a.b0 + k] = a.ttri[k];
-                    a.dE[k] = de;
-                }
-            }
+            /* the decided lanes [j0, j); a lane's sum is final from its
+             * turn on (only later lanes add its row), so its energy change
+             * is the rule's est + v */
+            accm = acc & (j - 32 * c == 32 ? HG_FULL : (1u << (j & 31)) - 1u) & ~((1u << (j0 & 31)) - 1u);
+            de = k == pre ? preset_de : est + v;
+            decided0 += k >= j0 && k < j && k != pre;
             if (lane == 0) {
                 sm.mask[c] = accm;
                 sm.stop[c] = j < j1 ? j : a.S;
@@ -1437,16 +1503,27 @@ static __device__ __forceinline__ int hg_decide(const hg_args &a, hg_chain_smem 
             if (o == 0) sm.rule[p ^ 1][lane] = hg_rule_of(&a, k);
         }
         __syncthreads();
+        /* each lane of the decided chunk its own decision; the accepted
+         * mates' places before any exact pass (which begins with a fence) */
+        if (warp == c && k >= j0 && k < j) {
+            const int acc = (accm >> lane) & 1u;
+            a.acc[k] = (unsigned char)acc;
+            if (acc) {
+                a.pos[a.b0 + k] = a.ttri[k];
+                a.dE[k] = de;
+            }
+        }
         stop = sm.stop[c];
         /* only decided mates carry a bit: all before the stop */
         const unsigned m = sm.mask[c];
         if (warp == c + 1) {
-            for (int u = 0; u < 32; ++u)
-                if ((m >> u) & 1u) {
-                    v += sm.next[p][u][lane];
-                    nA -= sm.fnext[p][u][lane] & 1;
-                    nB += (sm.fnext[p][u][lane] >> 1) & 1;
-                }
+            hg_add_rows(sm.next[p], m, 0, 32, lane, v);
+#pragma unroll 8
+            for (int u = 0; u < 32; ++u) {
+                const unsigned t = (m >> u) & 1u, f = sm.fnext[p][u][lane];
+                nA -= (int)(t & f);
+                nB += (int)(t & (f >> 1));
+            }
         } else if (warp > c + 1 && in) {
             /* off the critical path (the next chunk's decisions take
              * longer than these loads): only the accepted mates' terms,
