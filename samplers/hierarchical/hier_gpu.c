@@ -52,7 +52,7 @@ struct hier_gpu {
     long long cycle; /* the run's cycle under way (1, 2, ...): for messages */
     /* the mates' terms kept in L2 (l2_window): the window's bytes (0:
      * none) and the share of it that may persist */
-    size_t l2_bytes;
+    size_t l2_bytes, l2_limit0; /* and the device's set-aside before (restored at the end) */
     float l2_ratio;
 };
 
@@ -78,15 +78,17 @@ static void *dalloc(hier_gpu *g, size_t bytes, int *bad)
     return p;
 }
 
+static void l2_window(hier_gpu *g, int on);
+
 void hier_gpu_free(hier_gpu *g)
 {
     if (!g) return;
     for (int i = 0; i < g->nallocs; ++i) cudaFree(g->allocs[i]);
     if (g->h_status) cudaFreeHost(g->h_status);
     if (g->h_pos) cudaFreeHost(g->h_pos);
-    if (g->l2_bytes) { /* the lines this run kept, and the set-aside */
-        (void)cudaCtxResetPersistingL2Cache();
-        (void)cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+    if (g->l2_bytes) { /* the window (a cycle that failed left it on the core's stream), the set-aside as it was */
+        l2_window(g, 0);
+        (void)cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, g->l2_limit0);
         (void)cudaGetLastError();
     }
     for (int i = 0; g->profile && i <= HG_PHASES; ++i) cudaEventDestroy(g->ev[i]);
@@ -269,12 +271,13 @@ static void l2_setup(hier_gpu *g, int dev)
         return;
     }
     const size_t set = bytes < (size_t)maxp ? bytes : (size_t)maxp;
-    if (cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, set) != cudaSuccess) {
+    if (cudaDeviceGetLimit(&g->l2_limit0, cudaLimitPersistingL2CacheSize) != cudaSuccess ||
+        cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, set) != cudaSuccess) {
         (void)cudaGetLastError();
         return;
     }
     g->l2_bytes = bytes < (size_t)maxw ? bytes : (size_t)maxw;
-    g->l2_ratio = (float)((double)set / (double)g->l2_bytes);
+    g->l2_ratio = set >= g->l2_bytes ? 1.f : (float)((double)set / (double)g->l2_bytes);
 }
 
 static void l2_window(hier_gpu *g, int on)
@@ -288,6 +291,9 @@ static void l2_window(hier_gpu *g, int on)
     v.accessPolicyWindow.hitProp = on ? cudaAccessPropertyPersisting : cudaAccessPropertyNormal;
     v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
     if (cudaStreamSetAttribute(g->s, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess) (void)cudaGetLastError();
+    /* off: the lines kept persisting go back to normal, so the other
+     * plugins' kernels between cycles have the whole L2 */
+    if (!on && cudaCtxResetPersistingL2Cache() != cudaSuccess) (void)cudaGetLastError();
 }
 
 /* Every device array; with g->counting only their bytes are added up. */

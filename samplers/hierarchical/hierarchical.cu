@@ -1387,11 +1387,12 @@ struct hg_chain_smem {
  * preset >= 0, with energy change preset_de) up to the first trial the
  * enclosure leaves open, or to the end: returns that trial, or S.  Thread
  * k the k-th trial; a warp's 32 trials (a chunk) at a time: the chunk's
- * warp decides its trials one after the other, the deciding lane applying
- * hierarchical.c's rule to its running sum, a shuffle handing the decision
- * to the warp, and on acceptance every later lane adding mate j's exact
- * change (from shared memory, where the other warps put the chunk's block
- * of terms while the chunk before it was decided).  Then one block
+ * warp finds the decisions its own earlier ones cannot change
+ * (hg_rule_fixed), adds the accepted mates' exact changes to the later
+ * lanes' sums in bulk (from shared memory, where the other warps put the
+ * chunk's block of terms while the chunk before it was decided), and
+ * applies hierarchical.c's rule, handing the decision on by a shuffle,
+ * only where a decision is open.  Then one block
  * barrier, and every later warp adds the accepted mates' changes in index
  * order: the next warp from shared memory, so it can start at once, the
  * others from global memory while the next chunk is decided.  Every
