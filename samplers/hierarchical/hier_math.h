@@ -347,6 +347,47 @@ METRO_HD int hier_decide(double de, double eps, double T, double dT)
     return 2;
 }
 
+/* The CUDA chain's decisions fixed before a chunk's earlier ones are
+ * known (hierarchical.cu, hg_decide; DESIGN.md, "The GPU path").  A
+ * trial's running sum will be v plus the changes c of those of its chunk's
+ * earlier mates that are accepted, added one by one in index order.
+ * hier_chunk_add gathers, over those mates, lo = Σ min(c, 0), hi =
+ * Σ max(c, 0) and sab = Σ|c|, in index order. */
+METRO_HD void hier_chunk_add(double c, double *lo, double *hi, double *sab)
+{
+    *lo += fmin(c, 0.0);
+    *hi += fmax(c, 0.0);
+    *sab += fabs(c);
+}
+
+/* The sum then lies in [v + lo, v + hi] up to the rounding of at most 31
+ * additions, γ_31 (|v| + sab) < 2^-48 (|v| + sab), and of forming lo, hi
+ * (2^-48 sab) and the ends (2^-53 (|v| + sab)); the margin 2^-46 (|v| +
+ * sab) holds it all with room for its own rounding (test_hierarchical,
+ * chunk_range_lemma). */
+METRO_HD void hier_chunk_range(double v, double lo, double hi, double sab, double *vl, double *vh)
+{
+    const double slack = 0x1p-46 * (fabs(v) + sab);
+    *vl = (v + lo) - slack;
+    *vh = (v + hi) + slack;
+}
+
+/* The rule, fl(fl(est + v) ± eps) against the thresholds (accept at or
+ * below acc_thr = max(0, T - dT), reject at or above rej_thr = T + dT), is
+ * monotone in v (accept below, reject above), so when both ends of the
+ * range give one decision every sum between does: that decision (1
+ * accept, 0 reject, 2 open); 3 when the ends differ. */
+METRO_HD int hier_rule_fixed(double est, double eps, double acc_thr, double rej_thr, double v, double lo, double hi,
+                             double sab)
+{
+    double vl, vh;
+    hier_chunk_range(v, lo, hi, sab, &vl, &vh);
+    const double dl = est + vl, dh = est + vh;
+    const int rl = dl + eps <= acc_thr ? 1 : dl - eps >= rej_thr ? 0 : 2;
+    const int rh = dh + eps <= acc_thr ? 1 : dh - eps >= rej_thr ? 0 : 2;
+    return rl == rh ? rl : 3;
+}
+
 /* The exact pass's ±eps: its sum and the reference's add the same terms in
  * two orders, each within ksum Σ|d_j| of their exact sum (DESIGN.md, "The
  * error bound", (d)) */

@@ -938,15 +938,12 @@ extern "C" __global__ void hg_prep(hg_args a)
     r.nA = nA & 0xfffff;
     r.pad = 0;
     /* what the chain needs to know which decisions its chunk's earlier
-     * mates cannot change (hg_rule_fixed): their changes' range and flags */
+     * mates cannot change (hier_rule_fixed): their changes' range and flags */
     r.lo = r.hi = r.sab = 0.0;
     r.fa = r.fb = 0u;
     for (int j = k & ~31; j < k; ++j) {
-        const double c = a.corr[(size_t)j * a.S + k];
         const unsigned f = a.flg[(size_t)j * a.S + k];
-        r.lo += fmin(c, 0.0);
-        r.hi += fmax(c, 0.0);
-        r.sab += fabs(c);
+        hier_chunk_add(a.corr[(size_t)j * a.S + k], &r.lo, &r.hi, &r.sab);
         r.fa |= (f & 1u) << (j & 31);
         r.fb |= ((f >> 1) & 1u) << (j & 31);
     }
@@ -1345,28 +1342,6 @@ static __device__ __forceinline__ void hg_add_accepted(const hg_args *a, int c, 
     }
 }
 
-/* A lane's decision while its earlier mates in the chunk are undecided:
- * its running sum will be v plus the changes of those that are accepted,
- * added in index order, so it lies in [v + lo, v + hi] (lo, hi the sums of
- * their negative and positive changes, sab of their sizes) up to the
- * rounding of at most 31 additions, γ_31 (|v| + sab) < 2^-48 (|v| + sab),
- * and of forming the ends (2^-48 sab and 2^-53 (|v| + sab)); the margin
- * 2^-46 (|v| + sab) holds all of it with room for its own rounding.
- * hierarchical.c's rule, fl(fl(est + v) ± eps) against the thresholds, is
- * monotone in v (accept below, reject above), so when both ends give one
- * decision every sum between does: that decision (1 accept, 0 reject, 2
- * open); 3 when the ends differ. */
-static __device__ __forceinline__ int hg_rule_fixed(double est, double eps, double acc_thr, double rej_thr, double v,
-                                                    double lo, double hi, double sab)
-{
-    const double slack = 0x1p-46 * (fabs(v) + sab);
-    const double vl = (v + lo) - slack, vh = (v + hi) + slack;
-    const double dl = est + vl, dh = est + vh;
-    const int rl = dl + eps <= acc_thr ? 1 : dl - eps >= rej_thr ? 0 : 2;
-    const int rh = dh + eps <= acc_thr ? 1 : dh - eps >= rej_thr ? 0 : 2;
-    return rl == rh ? rl : 3;
-}
-
 /* What the deciding block keeps in shared memory (hg_chain, hg_decide) */
 struct hg_chain_smem {
     unsigned mask[HG_MAX_BATCH / 32]; /* per chunk: the lanes accepted */
@@ -1388,7 +1363,7 @@ struct hg_chain_smem {
  * enclosure leaves open, or to the end: returns that trial, or S.  Thread
  * k the k-th trial; a warp's 32 trials (a chunk) at a time: the chunk's
  * warp finds the decisions its own earlier ones cannot change
- * (hg_rule_fixed), adds the accepted mates' exact changes to the later
+ * (hier_rule_fixed), adds the accepted mates' exact changes to the later
  * lanes' sums in bulk (from shared memory, where the other warps put the
  * chunk's block of terms while the chunk before it was decided), and
  * applies hierarchical.c's rule, handing the decision on by a shuffle,
@@ -1441,7 +1416,7 @@ static __device__ __forceinline__ int hg_decide(const hg_args &a, hg_chain_smem 
              * chunk decide: its sum will lie in [v + lo, v + hi] (hg_prep)
              * up to the running sum's rounding, and the rule is monotone in
              * the sum, so equal decisions at both ends are the decision
-             * (hg_rule_fixed).  Then the chunk in segments: every lane adds
+             * (hier_rule_fixed).  Then the chunk in segments: every lane adds
              * the accepted rows up to the next open lane (in index order,
              * eight loads in flight), that lane applies the rule to its now
              * exact sum and a shuffle hands the result on; typically no
@@ -1455,7 +1430,7 @@ static __device__ __forceinline__ int hg_decide(const hg_args &a, hg_chain_smem 
             const hg_rule &r = sm.rule[p][lane];
             const double est = r.est, eps = r.eps, acc_thr = r.acc, rej_thr = r.rej;
             const int kind = r.kind;
-            int mine = hg_rule_fixed(est, eps, acc_thr, rej_thr, v, r.lo, r.hi, r.sab); /* 3: open until its turn */
+            int mine = hier_rule_fixed(est, eps, acc_thr, rej_thr, v, r.lo, r.hi, r.sab); /* 3: open until its turn */
             mine = kind == 2 ? 2 : mine;
             mine = (r.fa | r.fb) && nB == 0 ? 3 : nA > 0 || nB > 0 ? 0 : mine; /* overlaps the chunk may change: open */
             mine = kind == 1 ? 0 : mine;

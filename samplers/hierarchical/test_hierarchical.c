@@ -16,6 +16,9 @@
  *                   still brush's at N = 4096), an unbounded one caught;
  *   rounding        the floor's factor per moving species (hier_ref_float)
  *                   against its definition, and random far terms inside it;
+ *                   the CUDA chain's fixed decisions (chunk_range_lemma):
+ *                   every sum of accepted chunk mates inside its range, and
+ *                   a decision called fixed the sum's own;
  *   broken bound    with bound_scale = 0 (no error bound) the dense chain
  *                   departs from the reference: the comparison can fail;
  *   tree energy     the energies from the tree (energy = tree) are the
@@ -222,6 +225,70 @@ START_TEST(rounding_lemma)
     /* not a vacuous bound: the errors come within a few decades of it */
     printf("rounding lemma: %ld harmonics, largest error / its bound %.3g\n", checked, worst);
     ck_assert_msg(worst > 1e-6, "bound %.3g of the largest error: looser than it should be", 1.0 / worst);
+}
+END_TEST
+
+/* The CUDA chain's fixed decisions (hier_chunk_add, hier_chunk_range,
+ * hier_rule_fixed; hierarchical.cu, hg_decide): for random chunks of up
+ * to 31 earlier mates' changes, of magnitudes from 10^-6 to 10^2 times the
+ * running sum's (and sums of 0, and changes that cancel it), every subset
+ * of accepted mates added one by one in index order, as the chain adds
+ * them, ends inside hier_chunk_range; and a trial whose decision
+ * hier_rule_fixed calls fixed gets that decision from hier_decide on the
+ * sum it really ends with, with thresholds placed within a few ulps of
+ * that sum, where rounding decides. */
+START_TEST(chunk_range_lemma)
+{
+    unsigned long long seed = 7;
+    long sums = 0, fixed = 0, open = 0;
+    double used = 0.0; /* the largest share of the margin a sum needed */
+    for (int trial = 0; trial < 200000; ++trial) {
+        const int n = 1 + (int)(urand(&seed) * 31.0);
+        const double scale = pow(10.0, 6.0 * urand(&seed) - 3.0);
+        double v0 = (urand(&seed) < 0.5 ? -1.0 : 1.0) * scale * (0.5 + urand(&seed));
+        if (trial % 17 == 0) v0 = 0.0;
+        const double rel = pow(10.0, 8.0 * urand(&seed) - 6.0);
+        double c[31], lo = 0.0, hi = 0.0, sab = 0.0;
+        for (int i = 0; i < n; ++i) {
+            c[i] = (urand(&seed) < 0.5 ? -1.0 : 1.0) * scale * rel * urand(&seed);
+            if (trial % 5 == 0 && i == 0) c[i] = -v0 * (1.0 + 1e-12 * urand(&seed)); /* cancels the sum */
+            hier_chunk_add(c[i], &lo, &hi, &sab);
+        }
+        double vl, vh;
+        hier_chunk_range(v0, lo, hi, sab, &vl, &vh);
+        const double est = scale * (urand(&seed) - 0.5), eps = scale * 1e-9 * urand(&seed);
+        for (int sub = 0; sub < 4; ++sub) {
+            const unsigned acc = sub == 0 ? 0u : sub == 1 ? 0xffffffffu : (unsigned)(urand(&seed) * 4294967296.0);
+            double v = v0;
+            for (int i = 0; i < n; ++i)
+                if ((acc >> i) & 1u) v += c[i];
+            ++sums;
+            ck_assert_msg(vl <= v && v <= vh, "trial %d: the sum %.17g outside [%.17g, %.17g] (v0 %.17g, %d changes)",
+                          trial, v, vl, vh, v0, n);
+            /* how much of the margin this sum needed */
+            const long double lo_x = (long double)v0 + (long double)lo, hi_x = (long double)v0 + (long double)hi;
+            const long double out = fmaxl(lo_x - (long double)v, (long double)v - hi_x);
+            const double margin = 0x1p-46 * (fabs(v0) + sab);
+            if (margin > 0.0 && out > 0.0L && (double)(out / margin) > used) used = (double)(out / margin);
+            /* thresholds within a few ulps of where this trial's sum ends */
+            const double de = est + v, T = de + (double)(int)(8.0 * urand(&seed) - 4.0) * 0x1p-52 * fabs(de) +
+                                           (urand(&seed) < 0.5 ? eps : -eps);
+            const double dT = 1e-12 * (1.0 + fabs(T)) * urand(&seed);
+            const int d = hier_rule_fixed(est, eps, fmax(0.0, T - dT), T + dT, v0, lo, hi, sab);
+            if (d == 3) {
+                ++open;
+                continue;
+            }
+            ++fixed;
+            ck_assert_msg(d == hier_decide(de, eps, T, dT), "trial %d: fixed decision %d, the sum's own %d", trial, d,
+                          hier_decide(de, eps, T, dT));
+        }
+    }
+    printf("chunk range lemma: %ld sums inside their ranges (at most %.3g of the margin beyond the exact ends); "
+           "%ld decisions fixed and right, %ld open\n",
+           sums, used, fixed, open);
+    ck_assert_msg(fixed > sums / 20 && open > sums / 20, "too few fixed (%ld) or open (%ld) to mean anything", fixed,
+                  open);
 }
 END_TEST
 
@@ -946,7 +1013,7 @@ int main(void)
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 1800);
     add(tc, "same_chain_dilute_65536", same_chain_dilute_65536);
-    (void)enclosure, (void)rounding_lemma, (void)moment_error_bound, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)reference_rounding, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
+    (void)enclosure, (void)rounding_lemma, (void)chunk_range_lemma, (void)moment_error_bound, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)reference_rounding, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
     (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda_tolerance;
     (void)resume_is_exact, (void)tree_energy, (void)exact_pass_ideal, (void)exact_chain_audited,
         (void)exact_audit_can_fail, (void)exact_refines_before_its_pass, (void)later_looks_audited;
@@ -958,6 +1025,7 @@ int main(void)
     tcase_set_timeout(tc, 900);
     add(tc, "enclosure", enclosure);
     add(tc, "rounding_lemma", rounding_lemma);
+    add(tc, "chunk_range_lemma", chunk_range_lemma);
     add(tc, "moment_error_bound", moment_error_bound);
     add(tc, "overlap_is_found", overlap_is_found);
     add(tc, "exact_pass_is_the_reference", exact_pass_is_the_reference);
