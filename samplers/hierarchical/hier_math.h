@@ -372,19 +372,24 @@ METRO_HD void hier_chunk_range(double v, double lo, double hi, double sab, doubl
     *vh = (v + hi) + slack;
 }
 
-/* The rule, fl(fl(est + v) ± eps) against the thresholds (accept at or
- * below acc_thr = max(0, T - dT), reject at or above rej_thr = T + dT), is
- * monotone in v (accept below, reject above), so when both ends of the
- * range give one decision every sum between does: that decision (1
- * accept, 0 reject, 2 open); 3 when the ends differ. */
+/* The CUDA chain's rule on ΔE = de within ±eps (hier_decide's, with its
+ * thresholds formed once: acc_thr = max(0, T - dT), rej_thr = T + dT): 1
+ * accept, 0 reject, 2 open */
+METRO_HD int hier_rule(double de, double eps, double acc_thr, double rej_thr)
+{
+    return de + eps <= acc_thr ? 1 : de - eps >= rej_thr ? 0 : 2;
+}
+
+/* The rule on fl(est + v) is monotone in v (accept below, reject above),
+ * so when both ends of the range give one decision every sum between
+ * does: that decision (1 accept, 0 reject, 2 open); 3 when the ends
+ * differ. */
 METRO_HD int hier_rule_fixed(double est, double eps, double acc_thr, double rej_thr, double v, double lo, double hi,
                              double sab)
 {
     double vl, vh;
     hier_chunk_range(v, lo, hi, sab, &vl, &vh);
-    const double dl = est + vl, dh = est + vh;
-    const int rl = dl + eps <= acc_thr ? 1 : dl - eps >= rej_thr ? 0 : 2;
-    const int rh = dh + eps <= acc_thr ? 1 : dh - eps >= rej_thr ? 0 : 2;
+    const int rl = hier_rule(est + vl, eps, acc_thr, rej_thr), rh = hier_rule(est + vh, eps, acc_thr, rej_thr);
     return rl == rh ? rl : 3;
 }
 

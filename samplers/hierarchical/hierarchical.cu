@@ -1451,7 +1451,7 @@ static __device__ __forceinline__ int hg_decide(const hg_args &a, hg_chain_smem 
                 nB += __popc(r.fb & seg);
                 j = e;
                 if (e >= j1 || ((stops >> (e & 31)) & 1u)) break;
-                int rr = est + v + eps <= acc_thr ? 1 : est + v - eps >= rej_thr ? 0 : 2;
+                int rr = hier_rule(est + v, eps, acc_thr, rej_thr);
                 rr = kind == 2 ? 2 : rr;
                 rr = nA > 0 || nB > 0 ? 0 : rr;
                 const int d = __shfl_sync(HG_FULL, rr, e & 31);
