@@ -417,6 +417,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     if (!bad && (cu(g, cudaGetDevice(&dev), "cudaGetDevice") ||
                  cu(g, cudaDeviceGetAttribute(&g->sms, cudaDevAttrMultiProcessorCount, dev), "counting the SMs")))
         bad = 1;
+    const int sms = g->sms; /* the device's own count, whatever the chain's launch uses */
     /* METRO_HIER_CHAIN_BLOCKS=B (tests): B blocks in the chain's launch,
      * 1 = no helper, so the deciding warp sums every chunk itself */
     const char *cb = getenv("METRO_HIER_CHAIN_BLOCKS");
@@ -428,6 +429,17 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     const char *rw = getenv("METRO_HIER_REFINE_WARPS");
     g->team = rw && *rw ? atoi(rw) : HG_TEAM;
     if (g->team < 1 || g->team > HG_TEAM_MAX) g->team = HG_TEAM;
+    /* how many of the refined look's blocks the device holds at once
+     * (hg_enclose splits a block into teams when its points are more) */
+    int per_sm = 0;
+    if (!bad && cu(g, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)g->k[K_ENCLOSE], 32 * g->team, 0),
+                   "the refined look's occupancy"))
+        bad = 1;
+    a->refine_slots = (per_sm > 0 ? per_sm : 1) * sms;
+    /* METRO_HIER_REFINE_SLOTS=B (tests): as if the device held B blocks,
+     * so that the refined look splits its blocks into teams sooner */
+    const char *rs = getenv("METRO_HIER_REFINE_SLOTS");
+    if (rs && *rs && atoi(rs) > 0) a->refine_slots = atoi(rs);
     /* no job yet: the counters hold an epoch no launch has before they
      * write it (all ones), the tickets start at 0 */
     if (bad || cu(g, cudaMemsetAsync(a->xjob, 0xff, HG_XCTR * sizeof(unsigned long long), g->s), "clearing the jobs") ||

@@ -39,10 +39,15 @@
 /* Far cells and leaves are found by a warp; blocks of HG_WARPS warps */
 #define HG_WARPS 4
 /* warps walking one point together in the refined look (hg_enclose's
- * team): HG_TEAM by default, METRO_HIER_REFINE_WARPS=W (1 ... HG_TEAM_MAX)
- * for comparisons */
-#define HG_TEAM 8
-#define HG_TEAM_MAX 8
+ * team): HG_TEAM by default (16: refined looks -12% at 2^23 against 8,
+ * within 1% at 2^20, 2026-11-27), METRO_HIER_REFINE_WARPS=W (1 ...
+ * HG_TEAM_MAX) for comparisons */
+#define HG_TEAM 16
+#define HG_TEAM_MAX 16
+/* A walk's near partners: places a lane loads at once (8: walks -12% to
+ * -15% at 2^20 and 2^23 against 2, 2026-11-27; what nvJitLink's link of
+ * hg_enclose spills, 28 bytes, lies outside the near field's loop) */
+#define HG_NEAR_PER 8
 /* Fixed point of the moments: a value v is kept as round(v * 2^38 / u),
  * u its unit (|z| rho^n per degree, normalised: hier_gpu.c), so a cell's
  * sums stay below 2^62 while Σ|z| < 2^24.  Each particle's rounding is at
@@ -141,6 +146,7 @@ typedef struct hg_args {
     coulomb_hs_params prm;
     int n, L, pm, ncoef, stride, fstride, roff, moff, doff, boff, goff, phik;
     int p_lo, direct_max;
+    int refine_slots;               /* the refined look's blocks the device holds at once (hg_enclose's teams) */
     int b0, S;                      /* the batch */
     float step;
     double Rt, theta, dcut, bound_scale, ksum;

@@ -498,10 +498,10 @@ extern "C" __global__ void hg_leaf_move(hg_args a)
  * filled in candidate order (each warp's offset from the team's counts),
  * so the frontier is the single warp's; each warp sums its own lanes and
  * the team adds the warps in order: the same bits on every run. */
-static __device__ __forceinline__ void hg_team_sync(int team)
+static __device__ __forceinline__ void hg_team_sync(int team, int bar)
 {
     if (team > 1)
-        __syncthreads();
+        asm volatile("bar.sync %0, %1;" ::"r"(bar), "r"(32 * team) : "memory");
     else
         __syncwarp();
 }
@@ -529,7 +529,9 @@ static __device__ __forceinline__ void hg_near(const hg_args &a, float4 x, float
     ++nd;
 }
 
-extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_args a, int mode)
+/* a block is a team of up to HG_TEAM_MAX warps (the refined look) or
+ * HG_WARPS warps with a point each: 128 registers a thread either way */
+extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 1) hg_enclose(hg_args a, int mode)
 {
     __shared__ int tcnt[2][2][HG_TEAM_MAX];      /* a round's pushes and near leaves per warp, by parity */
     __shared__ double tsum[HG_TEAM_MAX][8];
@@ -540,9 +542,18 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
     /* reference = exact: the refined look sums its near partners in double,
      * so its floor is double rounding (hier_floor) */
     const bool dbl = refined && a.ideal;
-    const int team = refined ? (int)(blockDim.x >> 5) : 1, wi = team > 1 ? warp : 0;
-    const int p = refined ? (int)blockIdx.x : (int)(blockIdx.x * (blockDim.x >> 5)) + warp;
-    if (p >= (whole ? a.S : refined ? 2 * *a.nclist : 2 * a.S)) return;
+    /* the refined look: a block's warps walk one point together, or,
+     * when the points are more than the blocks the device holds at once,
+     * split into 2, 4, ... teams that walk a point each (fewer warps a
+     * point, but no second wave of blocks: at 2^20 with the float
+     * reference, hundreds of points, 0.49 s of refined looks in teams of
+     * 16 against 0.31 s split); each team its own named barrier */
+    const int nwb = (int)(blockDim.x >> 5), npts = refined ? 2 * *a.nclist : 0;
+    int split = 1;
+    while (refined && npts > split * a.refine_slots && 2 * split <= nwb && nwb % (2 * split) == 0) split *= 2;
+    const int team = refined ? nwb / split : 1, wi = team > 1 ? warp % team : 0, bar = 1 + warp / team;
+    const int p = refined ? (int)blockIdx.x * split + warp / team : (int)blockIdx.x * nwb + warp;
+    if (p >= (whole ? a.S : refined ? npts : 2 * a.S)) return;
     const int k = whole ? p : refined ? a.clist[p >> 1] : p >> 1, is_t = !whole && !(p & 1);
     const int out = whole ? p : 2 * k + (p & 1); /* where the result goes in pts */
     const int q = refined ? a.pm - HIER_EXTRA : a.p_lo;
@@ -570,7 +581,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
         if (lane == 0 && wi == 0) nearl[0] = 0u;
         nnear = a.count[0] > 0;
     }
-    hg_team_sync(team);
+    hg_team_sync(team, bar);
     int round = 0;
     for (int l = 1; l <= a.L && !err; ++l) {
         const unsigned *fc = front + cur * HG_FRONT;
@@ -623,16 +634,17 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
             int tp = __popc(mp), tn = __popc(mn), bp = 0, bn = 0;
             if (team > 1) { /* the team's counts; buffers by parity: one barrier a round */
                 int(*tc)[HG_TEAM_MAX] = tcnt[round & 1];
+                const int tw = warp - wi; /* the team's first warp in the block */
                 if (lane == 0) {
-                    tc[0][wi] = tp;
-                    tc[1][wi] = tn;
+                    tc[0][warp] = tp;
+                    tc[1][warp] = tn;
                 }
-                __syncthreads();
+                hg_team_sync(team, bar);
                 tp = tn = 0;
                 for (int w = 0; w < team; ++w) {
                     if (w == wi) bp = tp, bn = tn;
-                    tp += tc[0][w];
-                    tn += tc[1][w];
+                    tp += tc[0][tw + w];
+                    tn += tc[1][tw + w];
                 }
             }
             if (nnext + tp > HG_FRONT || nnear + tn > HG_NEAR) {
@@ -686,7 +698,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
                 __syncwarp();
             }
         }
-        hg_team_sync(team);
+        hg_team_sync(team, bar);
         cur ^= 1;
         ncur = nnext;
     }
@@ -708,12 +720,15 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
             if (lane >= o2) pre += v;
         }
         const int total = __shfl_sync(HG_FULL, pre, 31);
-        /* two places a lane per round, their loads (index, place, radius
-         * of both) issued together: the near field's time is these
-         * loads' latency (ncu: two thirds of its stalls), not arithmetic */
-        for (int base = 0; base < total; base += 64) {
-            int sidx[2];
-            for (int h = 0; h < 2; ++h) {
+        /* HG_NEAR_PER places a lane per round, their loads (index, place,
+         * radius of each) issued together: the near field's time is these
+         * loads' round trips, not arithmetic.  A lane's places come in the
+         * same order whatever HG_NEAR_PER is (idx = base + 32 h + lane), so
+         * its sums have the same bits */
+        for (int base = 0; base < total; base += 32 * HG_NEAR_PER) {
+            int sidx[HG_NEAR_PER];
+#pragma unroll
+            for (int h = 0; h < HG_NEAR_PER; ++h) {
                 const int idx = base + 32 * h + lane;
                 int lo = 0; /* the first lane whose prefix exceeds idx */
                 for (int step = 16; step; step >>= 1) {
@@ -724,18 +739,18 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
                           su = __shfl_sync(HG_FULL, st, lo);
                 sidx[h] = idx < total ? su + idx - (pu - cu_) : -1;
             }
-            int ids[2];
-            float4 bs[2];
-            float brs[2];
+            int ids[HG_NEAR_PER];
+            float4 bs[HG_NEAR_PER];
+            float brs[HG_NEAR_PER];
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
+            for (int h = 0; h < HG_NEAR_PER; ++h) {
                 const int s = sidx[h] >= 0 ? sidx[h] : 0;
                 ids[h] = sidx[h] >= 0 ? a.pid[s] : -1;
                 bs[h] = a.pk[s];
                 brs[h] = a.pr[s];
             }
 #pragma unroll
-            for (int h = 0; h < 2; ++h)
+            for (int h = 0; h < HG_NEAR_PER; ++h)
                 if (ids[h] >= 0 && ids[h] != skip) /* packed: the charge in w */
                     hg_near(a, x, sa, bs[h], bs[h].w, brs[h], ids[h], mate_hi, is_t, dbl, Sf, Phid, nd, overlap,
                             degenerate);
@@ -760,9 +775,9 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
     Phi = hg_wsum(Phi);
     Phif = hg_wsum(Phif);
     /* a term's roundings: its lane's running sums, the warp's five
-     * levels and the team's (at most 8): at most the count of all terms
-     * plus 16 */
-    adds = hg_wsum(adds + (double)nd) + 16.0;
+     * levels and the team's sum (at most HG_TEAM_MAX - 1 additions): at
+     * most the count of all terms plus 8 + HG_TEAM_MAX */
+    adds = hg_wsum(adds + (double)nd) + (8.0 + HG_TEAM_MAX);
     Sf = hg_wsum(Sf);
     Phid = hg_wsum(Phid);
     overlap = __any_sync(HG_FULL, overlap);
@@ -771,26 +786,26 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 2) hg_enclose(hg_
     if (team > 1) { /* the warps' sums in order */
         if (lane == 0) {
             const double v[8] = {S, E, Phi, Phif, adds, Sf, Phid, Er};
-            for (int i = 0; i < 8; ++i) tsum[wi][i] = v[i];
-            tflag[wi][0] = overlap;
-            tflag[wi][1] = degenerate;
-            tflag[wi][2] = err;
+            for (int i = 0; i < 8; ++i) tsum[warp][i] = v[i];
+            tflag[warp][0] = overlap;
+            tflag[warp][1] = degenerate;
+            tflag[warp][2] = err;
         }
-        __syncthreads();
+        hg_team_sync(team, bar);
         if (wi != 0) return;
         S = E = Phi = Phif = adds = Sf = Phid = Er = 0.0;
         for (int w = 0; w < team; ++w) {
-            S += tsum[w][0];
-            E += tsum[w][1];
-            Phi += tsum[w][2];
-            Phif += tsum[w][3];
-            adds += tsum[w][4];
-            Sf += tsum[w][5];
-            Phid += tsum[w][6];
-            Er += tsum[w][7];
-            overlap |= tflag[w][0];
-            degenerate |= tflag[w][1];
-            err |= tflag[w][2];
+            S += tsum[warp + w][0];
+            E += tsum[warp + w][1];
+            Phi += tsum[warp + w][2];
+            Phif += tsum[warp + w][3];
+            adds += tsum[warp + w][4];
+            Sf += tsum[warp + w][5];
+            Phid += tsum[warp + w][6];
+            Er += tsum[warp + w][7];
+            overlap |= tflag[warp + w][0];
+            degenerate |= tflag[warp + w][1];
+            err |= tflag[warp + w][2];
         }
     }
     if (lane == 0) {
