@@ -492,8 +492,9 @@ extern "C" __global__ void hg_leaf_move(hg_args a)
  *                   b0 + p at its place, p < S, against every other
  *                   particle; no mates, so every overlap counts.
  * A point's walk is one warp's, except in the refined look, which few
- * trials take and whose time is one walk's latency: there the block's
- * warps (a team) walk one point together.  Each level's candidates go
+ * trials take and whose time is one walk's latency: there a team of the
+ * block's warps (all of them, or a share of them when the block splits:
+ * hg_enclose) walk one point together.  Each level's candidates go
  * round by round, warp w taking the round's w-th 32, and the queues are
  * filled in candidate order (each warp's offset from the team's counts),
  * so the frontier is the single warp's; each warp sums its own lanes and
@@ -776,7 +777,8 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 1) hg_enclose(hg_
     Phif = hg_wsum(Phif);
     /* a term's roundings: its lane's running sums, the warp's five
      * levels and the team's sum (at most HG_TEAM_MAX - 1 additions): at
-     * most the count of all terms plus 8 + HG_TEAM_MAX */
+     * most the count of all terms plus 8 + HG_TEAM_MAX (added by every
+     * warp of a team, so a team counts it team times: looser, not wrong) */
     adds = hg_wsum(adds + (double)nd) + (8.0 + HG_TEAM_MAX);
     Sf = hg_wsum(Sf);
     Phid = hg_wsum(Phid);
