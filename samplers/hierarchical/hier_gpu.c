@@ -439,7 +439,8 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     /* METRO_HIER_REFINE_SLOTS=B (tests): as if the device held B blocks,
      * so that the refined look splits its blocks into teams sooner */
     const char *rs = getenv("METRO_HIER_REFINE_SLOTS");
-    if (rs && *rs && atoi(rs) > 0) a->refine_slots = atoi(rs) < (1 << 20) ? atoi(rs) : 1 << 20; /* split * slots fits an int */
+    const int slots = rs && *rs ? atoi(rs) : 0;
+    if (slots > 0) a->refine_slots = slots < (1 << 20) ? slots : 1 << 20; /* split * slots fits an int */
     /* no job yet: the counters hold an epoch no launch has before they
      * write it (all ones), the tickets start at 0 */
     if (bad || cu(g, cudaMemsetAsync(a->xjob, 0xff, HG_XCTR * sizeof(unsigned long long), g->s), "clearing the jobs") ||
