@@ -22,7 +22,7 @@ ini() { # N SAMPLER SWEEPS EXTRA
 seed = ${SEED:-2}
 equilibration = 0
 sweeps = $3
-check_every = 1000000   ; the O(N^2) drift check once, at the end: not in "done: ... in T s"
+check_every = 1000000   ; the drift check once, at the end: in "done: ... in T s" but not in its "sampling T s"
 device = cuda
 [system]
 particles = $1

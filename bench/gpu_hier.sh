@@ -15,7 +15,8 @@
 #   scripts/gpu.sh bash bench/gpu_hier.sh table N...  the issue's table:
 #       seconds per cycle of brush and of hierarchical with reference =
 #       float and reference = exact, in the same run (the samplers' own
-#       sampling time, "done: ... in T s", over SWEEPS cycles, default 2;
+#       sampling time, "done: ... (sampling T s: ...", over SWEEPS cycles,
+#       default 2, without the closing energy check, checkpoint and results;
 #       brush takes BRUSH_SWEEPS, default 1, above 2^20; NO_BRUSH=1 skips
 #       it), the fraction of moves the enclosure alone decided, the exact
 #       passes and the host's stops of each, the ratios
@@ -28,6 +29,10 @@ set -uo pipefail
 out=${OUT:-/tmp}
 export METRO_CACHE_DIR=/tmp/metro-cache
 . "$(dirname "$0")/electrolyte.sh" # ini N SAMPLER SWEEPS EXTRA
+# seconds a sweep from a run's log: the core's sampling time (the sweeps
+# alone, not the closing energy check, checkpoint and results, which take
+# seconds at 2^23), over SWEEPS
+sampling() { grep -osE 'sampling [0-9.e+-]+ s' "$1" | awk -v s=$2 '{print $2/s}'; }
 case "${1:-tests}" in
 tests)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -110,7 +115,7 @@ ${EXTRA:-}" > /tmp/t_n.ini
       rm -rf /tmp/t_n
       METRO_HIER_PROFILE=1 timeout 560 build-gpu/bin/metro run /tmp/t_n.ini --output /tmp/t_n --overwrite > $out/numbering_${num}_$n.txt 2>&1
       cp /tmp/t_n/log.txt $out/log_numbering_${num}_$n.txt 2>/dev/null
-      t=$(grep -osE 'done: [0-9]+ sweeps in [0-9.e+-]+ s' /tmp/t_n/log.txt | awk -v s=${SWEEPS:-2} '{print $5/s}')
+      t=$(sampling /tmp/t_n/log.txt ${SWEEPS:-2})
       line=$(grep -sE 'hierarchical: [0-9]+ cycles' /tmp/t_n/log.txt)
       mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
       ex=$(echo "$line" | sed -E 's/.*exact ([0-9]+) .*/\1/')
@@ -131,7 +136,7 @@ table)
       rm -rf /tmp/t_b
       timeout 560 build-gpu/bin/metro run /tmp/t_b.ini --output /tmp/t_b --overwrite --quiet > /dev/null 2>&1
       cp /tmp/t_b/log.txt $out/log_b_$n.txt 2>/dev/null
-      tb=$(grep -osE 'done: [0-9]+ sweeps in [0-9.e+-]+ s' /tmp/t_b/log.txt | awk -v s=$bsw '{print $5/s}')
+      tb=$(sampling /tmp/t_b/log.txt $bsw)
       [ -n "$tb" ] || tb=nan
     fi
     row=""
@@ -141,7 +146,7 @@ ${EXTRA:-}" > /tmp/t_h.ini
       rm -rf /tmp/t_h
       timeout 560 build-gpu/bin/metro run /tmp/t_h.ini --output /tmp/t_h --overwrite --quiet > $out/run_${ref}_$n.txt 2>&1
       cp /tmp/t_h/log.txt $out/log_${ref}_$n.txt 2>/dev/null
-      t=$(grep -osE 'done: [0-9]+ sweeps in [0-9.e+-]+ s' /tmp/t_h/log.txt | awk -v s=$sw '{print $5/s}')
+      t=$(sampling /tmp/t_h/log.txt $sw)
       line=$(grep -sE 'hierarchical: [0-9]+ cycles' /tmp/t_h/log.txt)
       mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
       eval "t_$ref=\${t:-nan} en_$ref=$(awk -v a=$en -v b=$mv 'BEGIN{printf "%.5f", a/b}')"

@@ -86,6 +86,12 @@ START_TEST(run_says_which_backend)
     char *log = metro_test_slurp(path);
     ck_assert_ptr_nonnull(log);
     ck_assert_ptr_nonnull(strstr(log, "done: "));
+    /* the sweeps' own time beside the whole run's (benchmarks read it) */
+    const char *d = strstr(log, "done: ");
+    double wall = 0, sampling = -1;
+    ck_assert_msg(sscanf(strstr(d, " in ") ? strstr(d, " in ") : "", " in %lf s (sampling %lf s", &wall, &sampling) == 2,
+                  "%s", d);
+    ck_assert_msg(sampling >= 0 && sampling <= wall, "%s", d);
     free(o); free(e); free(log);
     snprintf(args, sizeof args, "rm -rf %s", out);
     ck_assert_int_eq(system(args), 0);

@@ -192,10 +192,18 @@ static void geometry(hier_gpu *g, int n)
     a->roff = 1 + (a->pm + 2);
     a->doff = a->roff + 2;
     a->phik = a->pm < HIER_PHI_DEG ? a->pm : HIER_PHI_DEG;
-    a->moff = a->doff + 3 + HIER_PHI_DEG;
-    a->boff = a->moff + a->ncoef;
+    /* The block's moments order by order (hg_mslot): a far cell's
+     * expansion runs down each order's degrees, so a lane reads its cell's
+     * moments in memory order, a line at a time, instead of across the
+     * whole block for every order (degree by degree, hier_tree.h's layout:
+     * the walks' cells then outgrew L1, and most moment loads went to L2).
+     * Order 0 padded to an even length and the block's moments and blocks
+     * at even offsets, so each (re, im) pair is one 16-byte load. */
+    a->mc0 = (a->pm + 2) & ~1;
+    a->moff = (a->doff + 3 + HIER_PHI_DEG + 1) & ~1;
+    a->boff = a->moff + a->mc0 + a->pm * (a->pm + 1);
     a->goff = a->boff + (a->pm + 1);
-    a->stride = a->goff + (a->pm + 1);
+    a->stride = (a->goff + (a->pm + 1) + 1) & ~1;
     a->fstride = 5 + a->pm + a->ncoef;
     a->p_lo = cfg->order;
     a->direct_max = cfg->direct_max;
@@ -207,7 +215,7 @@ static void geometry(hier_gpu *g, int n)
     const char *cs = getenv("METRO_HIER_CLOSE_SIGMAS");
     char *end = NULL;
     const double sig = cs && *cs ? strtod(cs, &end) : -1.0;
-    a->close_sig = end && *end == '\0' && sig >= 0 ? sig : 3.0;
+    a->close_sig = end && *end == '\0' && sig >= 0 ? sig : HG_CLOSE_SIGMAS;
     /* METRO_HIER_REFINE_THETA=f (benchmarks): the refined look opens cells
      * to f theta instead of HIER_THETA_REFINE or HG_THETA_REFINE_EXACT
      * theta (a second look with theta halved, as the CPU's stage 2, was

@@ -84,8 +84,16 @@
  * CPU's first refinement) under reference = float, whose floor a closer
  * look cannot lower; closer under reference = exact, which has no floor
  * to stop it (2^22 on the H100: 0.85 left 17,569 exact passes in 2 cycles,
- * 0.6 left 252, in the same time; 0.45 was 19% slower) */
-#define HG_THETA_REFINE_EXACT 0.6
+ * 0.6 left 252, in the same time; 0.45 was 19% slower).  0.7 since the
+ * exact pass costs less than it did then: 2^20, 2 cycles, 0.7 against 0.6
+ * 104 exact passes instead of 18 and 0.16 s fewer of refined looks; 2^23,
+ * a quarter cycle, 209 instead of 36 and 0.15 s fewer (bench/NOTES.md) */
+#define HG_THETA_REFINE_EXACT 0.7
+/* The trials that get the refined look: those within this many of their
+ * accepted mates' plausible shift (hg_prep).  2, was 3: 2^20, 2 cycles,
+ * order 8, 0.09 s fewer of refined looks for about 100 more exact passes
+ * under either reference (moving 1.41 -> 1.32 s with the float one) */
+#define HG_CLOSE_SIGMAS 2.0
 /* Threads of the total energy's chunk sums (hg_total_sum), a power of two */
 #define HG_TSUM 256
 /* Partner chunks of the mates' terms (hg_tri) */
@@ -146,6 +154,7 @@ typedef struct hg_args {
     coulomb_hs_params prm;
     int n, L, pm, ncoef, stride, fstride, roff, moff, doff, boff, goff, phik;
     int p_lo, direct_max;
+    int mc0;                        /* the block's order-0 moments, padded to even (hg_mslot) */
     int refine_slots;               /* the refined look's blocks the device holds at once (hg_enclose's teams) */
     int b0, S;                      /* the batch */
     float step;
@@ -160,7 +169,8 @@ typedef struct hg_args {
     const double *tab;              /* HG_T_SIZE factors */
     const double *unit;             /* per level: (pm + 5 + ncoef) units of the fixed point (hier_gpu.c) */
     long long *fx;                  /* per cell: fstride fixed-point sums A, D[3], B[pm+1], M[ncoef] */
-    double *blk;                    /* per cell: the evaluated block, hier_tree's layout (stride) */
+    double *blk;                    /* per cell: the evaluated block, hier_tree's layout (stride) but
+                                     * its moments order by order (hg_mslot) */
     int *cnt;                       /* per cell: particles */
     /* leaves, Morton order: [start, start + count) packed, count <= cap */
     int *start, *count, *cap;

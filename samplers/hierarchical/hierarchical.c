@@ -38,7 +38,7 @@
  * On CUDA (hier_gpu.c, hierarchical.cu; DESIGN.md "The GPU path") the same
  * decisions come from batches of `batch` trials enclosed in parallel and
  * decided in order; with refine > 0 the trials the first look leaves near
- * their threshold get one refined look (order_refine at 0.85 theta; 0.6
+ * their threshold get one refined look (order_refine at 0.85 theta; 0.7
  * theta under reference = exact), and
  * what that leaves open goes to the exact pass (the further stages,
  * `tolerance` and `threads` are the CPU's).
@@ -46,7 +46,9 @@
  * Parameters:
  *   step = 0       D, the side of the trial cube (brush's meaning; 0 = 2R/3)
  *   order = 10     highest multipole order of the far cells at a move's first
- *                  look
+ *                  look (the CPU's best; on CUDA 8 is faster: 2^20 -4%,
+ *                  2^23 -5%, bench/NOTES.md, seventh session; the chain is
+ *                  the same either way)
  *   order_refine = 12  the same for the refinements (>= order; 0 ... 12)
  *   tolerance = 0  first look: each far cell takes the lowest order whose
  *                  rigorous truncation bound is within this fraction of
@@ -179,7 +181,7 @@ static const metro_param_decl params[] = {
     {"theta", METRO_PARAM_REAL, "0.65", 0.01, 0.9, NULL, "",
      "opening parameter: a cell is far when its radius is at most theta times its distance"},
     {"refine", METRO_PARAM_INT, "2", 0, HIER_MAX_STAGES - 1, NULL, "",
-     "retries of an undecided move (order_refine at 0.85 theta, then theta halved) before the exact pass and the reference's direct sum, and more (theta halved, up to 7 looks) while a look costs less than the exact pass; CUDA: refine > 0 gives one refined look (0.85 theta, or 0.6 theta under reference = exact)"},
+     "retries of an undecided move (order_refine at 0.85 theta, then theta halved) before the exact pass and the reference's direct sum, and more (theta halved, up to 7 looks) while a look costs less than the exact pass; CUDA: refine > 0 gives one refined look (0.85 theta, or 0.7 theta under reference = exact)"},
     {"leaf", METRO_PARAM_INT, "32", 1, 100000, NULL, "", "particles per leaf cell, about (within a factor 2.8: the nearest power of 8)"},
     {"direct_max", METRO_PARAM_INT, "32", 0, 1000000, NULL, "",
      "far cells (of the two finest levels) with at most this many particles are summed directly"},
