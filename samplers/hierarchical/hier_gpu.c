@@ -192,7 +192,7 @@ static void geometry(hier_gpu *g, int n)
     a->roff = 1 + (a->pm + 2);
     a->doff = a->roff + 2;
     a->phik = a->pm < HIER_PHI_DEG ? a->pm : HIER_PHI_DEG;
-    /* The block's moments order by order (hg_mslot): a far cell's
+    /* The block's moments order by order (hier_mslot): a far cell's
      * expansion runs down each order's degrees, so a lane reads its cell's
      * moments in memory order, a line at a time, instead of across the
      * whole block for every order (degree by degree, hier_tree.h's layout:

@@ -18,7 +18,8 @@
  * The tree is hier_tree's: levels 1 ... L-1 keep per cell the moments,
  * here accumulated in 64-bit fixed point (exact to add and to remove, so
  * no drift and no dependence on the order of the atomics) and converted
- * into the double block hier_tree.c evaluates (same layout, same norms);
+ * into the double block hier_tree.c evaluates (its layout, but for the
+ * moments, order by order here: hier_mslot; the same norms);
  * the leaves are packed in Morton order with room to spare, each leaf's
  * particles sorted by index at every repack.
  */
@@ -154,7 +155,7 @@ typedef struct hg_args {
     coulomb_hs_params prm;
     int n, L, pm, ncoef, stride, fstride, roff, moff, doff, boff, goff, phik;
     int p_lo, direct_max;
-    int mc0;                        /* the block's order-0 moments, padded to even (hg_mslot) */
+    int mc0;                        /* the block's order-0 moments, padded to even (hier_mslot) */
     int refine_slots;               /* the refined look's blocks the device holds at once (hg_enclose's teams) */
     int b0, S;                      /* the batch */
     float step;
@@ -170,7 +171,7 @@ typedef struct hg_args {
     const double *unit;             /* per level: (pm + 5 + ncoef) units of the fixed point (hier_gpu.c) */
     long long *fx;                  /* per cell: fstride fixed-point sums A, D[3], B[pm+1], M[ncoef] */
     double *blk;                    /* per cell: the evaluated block, hier_tree's layout (stride) but
-                                     * its moments order by order (hg_mslot) */
+                                     * its moments order by order (hier_mslot) */
     int *cnt;                       /* per cell: particles */
     /* leaves, Morton order: [start, start + count) packed, count <= cap */
     int *start, *count, *cap;

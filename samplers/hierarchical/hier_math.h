@@ -199,6 +199,90 @@ METRO_HD double hier_expand(const double *ic1, const double *ic2, const double *
     return phi + 2.0 * acc2;
 }
 
+/* The GPU's blocks keep the moments order by order (hierarchical.cu; the
+ * CPU's tree degree by degree).  Host-compiled too, so that
+ * test_hierarchical holds them to hier_expand and hier_norm_g bit for bit.
+ * Where moment (n, m) of degree-major index j = n^2 (m = 0), n^2 + 2m - 1
+ * (Re) or n^2 + 2m (Im) lies in the device's block: order by order (order
+ * 0's n = 0 ... pm, padded to mc0; then each order m >= 1's degrees n = m
+ * ... pm as (Re, Im) pairs), the order a far cell's expansion reads them
+ * (hier_expand_orders; hier_gpu.c, geometry, says why) */
+METRO_HD int hier_mslot(int pm, int mc0, int j)
+{
+    int n = (int)sqrtf((float)j); /* within one of it (j < 2^24), corrected */
+    while (n * n > j) --n;
+    while ((n + 1) * (n + 1) <= j) ++n;
+    const int r = j - n * n, m = (r + 1) >> 1;
+    return r == 0 ? n : mc0 + (m - 1) * (2 * pm + 2 - m) + 2 * (n - m) + !(r & 1);
+}
+
+/* hier_norm_g's G_n (the same operations in the same order) from the
+ * device's block (hier_mslot) */
+METRO_HD double hier_norm_g_orders(const double *H, const double *gw, int pm, int mc0, int n)
+{
+    double g2 = gw[n * HIER_TD] * H[n] * H[n];
+    const double *c = H + mc0; /* order 1 */
+    for (int m = 1; m <= n; ++m) {
+        const double re = c[2 * (n - m)], im = c[2 * (n - m) + 1];
+        g2 += gw[n * HIER_TD + m] * (re * re + im * im);
+        c += 2 * (pm - m + 1);
+    }
+    return sqrt(g2);
+}
+
+/* hier_expand's sum (the same operations in the same order) from the
+ * device's block: each order's moments in memory order, a (Re, Im) pair a
+ * 16-byte load, and the recurrences' integer factors 2n - 1 and (n + m -
+ * 1)(n - m - 1) counted in double (exact) instead of read from the tables
+ * (two loads a step less; the same values, so the same bits) */
+METRO_HD double hier_expand_orders(const double *H, int pm, int mc0, const double y[3], double inv, int q)
+{
+    const double inv2 = inv * inv;
+    const double ux = y[0] * inv2, uy = y[1] * inv2, uz = y[2] * inv2;
+    double phi;
+    {
+        double i0 = inv, i1 = 0.0, f1 = 1.0, c2 = 0.0; /* 2n - 1 and (n - 1)^2 at n = 1 */
+        double acc = H[0] * i0;
+        for (int n = 1; n <= q; ++n) {
+            const double in = f1 * uz * i0 - c2 * inv2 * i1;
+            i1 = i0;
+            i0 = in;
+            acc += H[n] * in;
+            c2 += f1;
+            f1 += 2.0;
+        }
+        phi = acc;
+    }
+    double mr = inv, mi = 0.0; /* I_m^m */
+    double acc2 = 0.0;
+    const double2 *col = (const double2 *)(H + mc0); /* order m's pairs */
+    for (int m = 1; m <= q; ++m) {
+        const double f = 2.0 * m - 1.0;
+        const double nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
+        mr = nr;
+        mi = ni;
+        double ar = mr, ai = mi, br = 0.0, bi = 0.0;
+        double2 h = col[0];
+        double acc = h.x * ar + h.y * ai;
+        double f1 = 2.0 * m + 1.0, c2 = 0.0; /* 2n - 1 and (n + m - 1)(n - m - 1) at n = m + 1 */
+        for (int n = m + 1; n <= q; ++n) {
+            const double c1 = f1 * uz, cc = c2 * inv2;
+            const double xr = c1 * ar - cc * br, xi = c1 * ai - cc * bi;
+            br = ar;
+            bi = ai;
+            ar = xr;
+            ai = xi;
+            h = col[n - m];
+            acc += h.x * ar + h.y * ai;
+            c2 += f1;
+            f1 += 2.0;
+        }
+        acc2 += acc;
+        col += pm - m + 1;
+    }
+    return phi + 2.0 * acc2;
+}
+
 /* An upper bound of Σ_j |z_j| / |x - r_j| over a far cell (y = x - c, v =
  * 1/d, idr = 1/(d - rho)): the same Legendre series for the weights |z_j|,
  * whose degree-0 and degree-1 terms are known exactly (A / d and D·y / d^3,

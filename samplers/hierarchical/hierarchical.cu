@@ -224,88 +224,6 @@ static __device__ __forceinline__ double hg_wsum(double v)
     return v;
 }
 
-/* Where moment (n, m) of degree-major index j = n^2 (m = 0), n^2 + 2m - 1
- * (Re) or n^2 + 2m (Im) lies in the device's block: order by order (order
- * 0's n = 0 ... pm, padded to mc0; then each order m >= 1's degrees n = m
- * ... pm as (Re, Im) pairs), the order a far cell's expansion reads them
- * (hg_expand; hier_gpu.c, geometry, says why) */
-static __device__ __forceinline__ int hg_mslot(int pm, int mc0, int j)
-{
-    int n = (int)sqrtf((float)j); /* within one of it (j < 2^24), corrected */
-    while (n * n > j) --n;
-    while ((n + 1) * (n + 1) <= j) ++n;
-    const int r = j - n * n, m = (r + 1) >> 1;
-    return r == 0 ? n : mc0 + (m - 1) * (2 * pm + 2 - m) + 2 * (n - m) + !(r & 1);
-}
-
-/* hier_norm_g's G_n (the same operations in the same order) from the
- * device's block (hg_mslot) */
-static __device__ __forceinline__ double hg_norm_g(const double *H, const double *gw, int pm, int mc0, int n)
-{
-    double g2 = gw[n * HIER_TD] * H[n] * H[n];
-    const double *c = H + mc0; /* order 1 */
-    for (int m = 1; m <= n; ++m) {
-        const double re = c[2 * (n - m)], im = c[2 * (n - m) + 1];
-        g2 += gw[n * HIER_TD + m] * (re * re + im * im);
-        c += 2 * (pm - m + 1);
-    }
-    return sqrt(g2);
-}
-
-/* hier_expand's sum (the same operations in the same order) from the
- * device's block: each order's moments in memory order, a (Re, Im) pair a
- * 16-byte load, and the recurrences' integer factors 2n - 1 and (n + m -
- * 1)(n - m - 1) counted in double (exact) instead of read from the tables
- * (two loads a step less; the same values, so the same bits) */
-static __device__ __forceinline__ double hg_expand(const double *H, int pm, int mc0, const double y[3], double inv,
-                                                   int q)
-{
-    const double inv2 = inv * inv;
-    const double ux = y[0] * inv2, uy = y[1] * inv2, uz = y[2] * inv2;
-    double phi;
-    {
-        double i0 = inv, i1 = 0.0, f1 = 1.0, c2 = 0.0; /* 2n - 1 and (n - 1)^2 at n = 1 */
-        double acc = H[0] * i0;
-        for (int n = 1; n <= q; ++n) {
-            const double in = f1 * uz * i0 - c2 * inv2 * i1;
-            i1 = i0;
-            i0 = in;
-            acc += H[n] * in;
-            c2 += f1;
-            f1 += 2.0;
-        }
-        phi = acc;
-    }
-    double mr = inv, mi = 0.0; /* I_m^m */
-    double acc2 = 0.0;
-    const double2 *col = (const double2 *)(H + mc0); /* order m's pairs */
-    for (int m = 1; m <= q; ++m) {
-        const double f = 2.0 * m - 1.0;
-        const double nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
-        mr = nr;
-        mi = ni;
-        double ar = mr, ai = mi, br = 0.0, bi = 0.0;
-        double2 h = col[0];
-        double acc = h.x * ar + h.y * ai;
-        double f1 = 2.0 * m + 1.0, c2 = 0.0; /* 2n - 1 and (n + m - 1)(n - m - 1) at n = m + 1 */
-        for (int n = m + 1; n <= q; ++n) {
-            const double c1 = f1 * uz, cc = c2 * inv2;
-            const double xr = c1 * ar - cc * br, xi = c1 * ai - cc * bi;
-            br = ar;
-            bi = ai;
-            ar = xr;
-            ai = xi;
-            h = col[n - m];
-            acc += h.x * ar + h.y * ai;
-            c2 += f1;
-            f1 += 2.0;
-        }
-        acc2 += acc;
-        col += pm - m + 1;
-    }
-    return phi + 2.0 * acc2;
-}
-
 /* A warp: a cell's evaluated block from its fixed-point sums, as hier_tree.c's
  * cell_norms, each quantity widened by its proven error (DESIGN.md, "The
  * error bound", (c)): the fixed point's rounding, count HG_FIX_SLACK rho^n
@@ -325,16 +243,16 @@ static __device__ void hg_finalize(const hg_args *a, long long cell, int l)
     double *M = a->blk + cell * a->stride;
     const int cn = a->cnt[cell];
     const double quant = (double)(cn > 0 ? cn : 0) * HG_FIX_SLACK;
-    /* F: A, D_0..2, B_0..pm, then the moments; M: hier_tree.h's layout, the moments order by order (hg_mslot) */
+    /* F: A, D_0..2, B_0..pm, then the moments; M: hier_tree.h's layout, the moments order by order (hier_mslot) */
     for (int i = lane; i < 5 + pm + a->ncoef; i += 32) {
         const int dst = i == 0   ? 0
                         : i < 4      ? a->doff + i - 1
                         : i < 5 + pm ? a->boff + i - 4
-                                     : a->moff + hg_mslot(pm, a->mc0, i - 5 - pm);
+                                     : a->moff + hier_mslot(pm, a->mc0, i - 5 - pm);
         M[dst] = (double)F[i] * inv[i];
     }
     __syncwarp();
-    for (int n = lane; n <= pm; n += 32) M[a->goff + n] = hg_norm_g(M + a->moff, a->tab + HG_T_GW, pm, a->mc0, n);
+    for (int n = lane; n <= pm; n += 32) M[a->goff + n] = hier_norm_g_orders(M + a->moff, a->tab + HG_T_GW, pm, a->mc0, n);
     __syncwarp();
     if (lane == 0) M[1] = M[0] > 0 ? M[0] : 0.0; /* K_0 = A */
     const double A = M[0] > 0 ? M[0] : 0.0, rho = a->rho[l];
@@ -765,7 +683,7 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 1) hg_enclose(hg_
                     const double *M = a.blk + cell * a.stride;
                     const double v = 1.0 / d, idr = 1.0 / (d - rho);
                     const double extra = (double)a.cnt[cell] * HG_FIX_SLACK;
-                    S += hg_expand(M + a.moff, a.pm, a.mc0, y, v, q);
+                    S += hier_expand_orders(M + a.moff, a.pm, a.mc0, y, v, q);
                     E += hier_trunc(M + 1, a.pm, v, idr, q) + extra * idr;
                     Er += M[a.roff + refined] * v; /* hg_finalize */
                     /* the fixed point's rounding of A and D: extra v */

@@ -19,6 +19,8 @@
  *                   the CUDA chain's fixed decisions (chunk_range_lemma):
  *                   every sum of accepted chunk mates inside its range, and
  *                   a decision called fixed the sum's own;
+ *   orders layout   the GPU's blocks, moments order by order: each in its
+ *                   place, expansions and norms the bits of the CPU's;
  *   broken bound    with bound_scale = 0 (no error bound) the dense chain
  *                   departs from the reference: the comparison can fail;
  *   tree energy     the energies from the tree (energy = tree) are the
@@ -237,6 +239,52 @@ END_TEST
  * hier_rule_fixed calls fixed gets that decision from hier_decide on the
  * sum it really ends with, with thresholds placed within a few ulps of
  * that sum, where rounding decides. */
+/* The GPU's blocks keep the moments order by order (hier_mslot): every
+ * coefficient has its own place, and hier_expand_orders and
+ * hier_norm_g_orders read them back to the bits of hier_expand and
+ * hier_norm_g on the degree-by-degree layout, at every pm and order q */
+START_TEST(orders_layout)
+{
+    static double ic1[HIER_TD], ic2[HIER_TD * HIER_TD], rc1[HIER_TD * HIER_TD], rc2[HIER_TD * HIER_TD],
+        gw[HIER_TD * HIER_TD];
+    static double H[HIER_TD * HIER_TD];
+    static double2 buf[HIER_TD * HIER_TD]; /* the device's 16-byte pairs */
+    double *O = (double *)buf;
+    unsigned long long seed = 11;
+    long compared = 0;
+    for (int pm = 0; pm <= HIER_MAX_DEG; ++pm) {
+        hier_factors(pm, ic1, ic2, rc1, rc2, gw);
+        const int mc0 = (pm + 2) & ~1, size = mc0 + pm * (pm + 1);
+        ck_assert_int_le(size, 2 * HIER_TD * HIER_TD);
+        int seen[2 * HIER_TD * HIER_TD] = {0};
+        for (int j = 0; j < (pm + 1) * (pm + 1); ++j) {
+            const int k = hier_mslot(pm, mc0, j);
+            ck_assert_msg(k >= 0 && k < size && !seen[k], "pm %d: coefficient %d placed at %d", pm, j, k);
+            seen[k] = 1;
+        }
+        for (int cell = 0; cell < 200; ++cell) {
+            const double scale = pow(10.0, 6.0 * urand(&seed) - 3.0);
+            for (int j = 0; j < (pm + 1) * (pm + 1); ++j) {
+                H[j] = scale * (2.0 * urand(&seed) - 1.0) * pow(0.5, (int)sqrt((double)j));
+                O[hier_mslot(pm, mc0, j)] = H[j];
+            }
+            const double y[3] = {2.0 * urand(&seed) - 1.0, 2.0 * urand(&seed) - 1.0, 2.0 * urand(&seed) - 1.0};
+            const double inv = 1.0 / sqrt(y[0] * y[0] + y[1] * y[1] + y[2] * y[2]);
+            for (int q = 0; q <= pm; ++q) {
+                const double a = hier_expand(ic1, ic2, H, y, inv, q), b = hier_expand_orders(O, pm, mc0, y, inv, q);
+                ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "pm %d, q %d: expansion %.17g, order by order %.17g", pm,
+                              q, a, b);
+                const double g = hier_norm_g(H, gw, q), h = hier_norm_g_orders(O, gw, pm, mc0, q);
+                ck_assert_msg(memcmp(&g, &h, sizeof g) == 0, "pm %d, n %d: G_n %.17g, order by order %.17g", pm, q, g,
+                              h);
+                ++compared;
+            }
+        }
+    }
+    printf("orders layout: %ld expansions and norms, the same bits\n", compared);
+}
+END_TEST
+
 START_TEST(chunk_range_lemma)
 {
     unsigned long long seed = 7;
@@ -1013,7 +1061,7 @@ int main(void)
     TCase *tc = tcase_create("cpu");
     tcase_set_timeout(tc, 1800);
     add(tc, "same_chain_dilute_65536", same_chain_dilute_65536);
-    (void)enclosure, (void)rounding_lemma, (void)chunk_range_lemma, (void)moment_error_bound, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)reference_rounding, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
+    (void)enclosure, (void)rounding_lemma, (void)chunk_range_lemma, (void)orders_layout, (void)moment_error_bound, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)reference_rounding, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
     (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda_tolerance;
     (void)resume_is_exact, (void)tree_energy, (void)exact_pass_ideal, (void)exact_chain_audited,
         (void)exact_audit_can_fail, (void)exact_refines_before_its_pass, (void)later_looks_audited;
@@ -1026,6 +1074,7 @@ int main(void)
     add(tc, "enclosure", enclosure);
     add(tc, "rounding_lemma", rounding_lemma);
     add(tc, "chunk_range_lemma", chunk_range_lemma);
+    add(tc, "orders_layout", orders_layout);
     add(tc, "moment_error_bound", moment_error_bound);
     add(tc, "overlap_is_found", overlap_is_found);
     add(tc, "exact_pass_is_the_reference", exact_pass_is_the_reference);
