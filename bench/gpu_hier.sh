@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU batch for issue 13 (the hierarchical sampler on CUDA), through
-# scripts/gpu.sh (logs under $OUT):
+# scripts/gpu.sh (logs in one archive under $OUT):
 #   scripts/gpu.sh bash bench/gpu_hier.sh tests   test_hierarchical_gpu and
 #       compute-sanitizer (memcheck, racecheck) on the new kernels
 #   scripts/gpu.sh bash bench/gpu_hier.sh sanitize  compute-sanitizer
@@ -12,7 +12,8 @@
 #       hierarchical sampler: placement, the tree's build, the initial
 #       energy from the tree (energy = tree) and, for N <= DIRECT_MAX
 #       (default 2^22), from the core's direct sum (energy = direct)
-#   scripts/gpu.sh bash bench/gpu_hier.sh table N...  the issue's table:
+#   scripts/gpu.sh bash bench/gpu_hier.sh table N...  the issue's table
+#       (also table.md in the logs' archive):
 #       seconds per cycle of brush and of hierarchical with reference =
 #       float and reference = exact, in the same run (the samplers' own
 #       sampling time, "done: ... (sampling T s: ...", over SWEEPS cycles,
@@ -27,6 +28,12 @@
 #       (METRO_HIER_PROFILE=1, CUDA events)
 set -uo pipefail
 out=${OUT:-/tmp}
+# The logs go into one archive, $out/gpu_hier_<mode>.tar.gz: the device
+# machine returns at most 8 files a call, and a table's run leaves 20 and
+# more (one table's logs were lost so), the table itself as table.md
+mode=${1:-tests}
+logs=$(mktemp -d)
+trap 'tar czf "$out/gpu_hier_$mode.tar.gz" -C "$logs" . && rm -rf "$logs"' EXIT
 export METRO_CACHE_DIR=/tmp/metro-cache
 . "$(dirname "$0")/electrolyte.sh" # ini N SAMPLER SWEEPS EXTRA
 # seconds a sweep from a run's log: the core's sampling time (the sweeps
@@ -36,9 +43,9 @@ sampling() { grep -osE 'sampling [0-9.e+-]+ s' "$1" | awk -v s=$2 '{print $2/s}'
 case "${1:-tests}" in
 tests)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-  timeout ${TEST_TIMEOUT:-420} build-gpu/bin/test_hierarchical_gpu > $out/test_hier_gpu.txt 2>&1
+  timeout ${TEST_TIMEOUT:-420} build-gpu/bin/test_hierarchical_gpu > $logs/test_hier_gpu.txt 2>&1
   echo "test_hierarchical_gpu rc=$?"
-  grep -vE "^\s*$" $out/test_hier_gpu.txt | tail -30
+  grep -vE "^\s*$" $logs/test_hier_gpu.txt | tail -30
   ;;
 sanitize)
   # both references; the second run coarse (order 1, no refined look), so
@@ -56,8 +63,8 @@ refine = 0"
     for tool in memcheck racecheck; do
       # (order 1: the running energy drifts past the default check)
       timeout 250 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/bin/metro run /tmp/san.ini --set run.drift_tolerance=1 \
-        --output /tmp/san_$tool --overwrite --quiet > $out/san_${ref}_$tool.txt 2>&1
-      echo "$ref $tool: rc=$? $(grep 'ERROR SUMMARY' $out/san_${ref}_$tool.txt)"
+        --output /tmp/san_$tool --overwrite --quiet > $logs/san_${ref}_$tool.txt 2>&1
+      echo "$ref $tool: rc=$? $(grep 'ERROR SUMMARY' $logs/san_${ref}_$tool.txt)"
     done
   done
   ;;
@@ -75,8 +82,8 @@ profile)
   shift
   for n in "$@"; do
     ini $n hierarchical ${SWEEPS:-2} "${EXTRA:-}" > /tmp/t_p.ini
-    METRO_HIER_PROFILE=1 timeout 500 build-gpu/bin/metro run /tmp/t_p.ini --output /tmp/t_p --overwrite > $out/profile_$n.txt 2>&1
-    echo "N=$n: $(grep -E 'profile so far|hierarchical: [0-9]+ cycles|done:' $out/profile_$n.txt | tail -3 | tr '\n' ' ')"
+    METRO_HIER_PROFILE=1 timeout 500 build-gpu/bin/metro run /tmp/t_p.ini --output /tmp/t_p --overwrite > $logs/profile_$n.txt 2>&1
+    echo "N=$n: $(grep -E 'profile so far|hierarchical: [0-9]+ cycles|done:' $logs/profile_$n.txt | tail -3 | tr '\n' ' ')"
   done
   ;;
 startup)
@@ -91,9 +98,9 @@ startup)
 energy = $how" > /tmp/t_s.ini
       rm -rf /tmp/t_s
       t0=$(date +%s.%N)
-      timeout 560 build-gpu/bin/metro run /tmp/t_s.ini --output /tmp/t_s --overwrite --quiet > $out/startup_${how}_$n.txt 2>&1
+      timeout 560 build-gpu/bin/metro run /tmp/t_s.ini --output /tmp/t_s --overwrite --quiet > $logs/startup_${how}_$n.txt 2>&1
       w=$(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN{printf "%.1f", b-a}')
-      cp /tmp/t_s/log.txt $out/log_startup_${how}_$n.txt 2>/dev/null
+      cp /tmp/t_s/log.txt $logs/log_startup_${how}_$n.txt 2>/dev/null
       pl=$(grep -oE 'placed [0-9]+ particles in [0-9.]+ s' /tmp/t_s/log.txt | awk '{print $5}')
       ie=$(grep -oE 'initial energies in [0-9.]+ s' /tmp/t_s/log.txt | awk '{print $4}')
       tb=$(grep -oE '[0-9.e+-]+ s building the tree' /tmp/t_s/log.txt | awk '{print $1}')
@@ -113,21 +120,22 @@ numbering)
       SYSTEM="numbering = $num" ini $n hierarchical ${SWEEPS:-2} "reference = exact
 ${EXTRA:-}" > /tmp/t_n.ini
       rm -rf /tmp/t_n
-      METRO_HIER_PROFILE=1 timeout 560 build-gpu/bin/metro run /tmp/t_n.ini --output /tmp/t_n --overwrite > $out/numbering_${num}_$n.txt 2>&1
-      cp /tmp/t_n/log.txt $out/log_numbering_${num}_$n.txt 2>/dev/null
+      METRO_HIER_PROFILE=1 timeout 560 build-gpu/bin/metro run /tmp/t_n.ini --output /tmp/t_n --overwrite > $logs/numbering_${num}_$n.txt 2>&1
+      cp /tmp/t_n/log.txt $logs/log_numbering_${num}_$n.txt 2>/dev/null
       t=$(sampling /tmp/t_n/log.txt ${SWEEPS:-2})
       line=$(grep -sE 'hierarchical: [0-9]+ cycles' /tmp/t_n/log.txt)
       mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
       ex=$(echo "$line" | sed -E 's/.*exact ([0-9]+) .*/\1/')
-      ph=$(grep -ohE 'profile so far: .*' $out/numbering_${num}_$n.txt | tail -1)
+      ph=$(grep -ohE 'profile so far: .*' $logs/numbering_${num}_$n.txt | tail -1)
       echo "| $n | $num | ${t:-nan} | $(awk -v a=$en -v b=$mv 'BEGIN{printf "%.5f", a/b}') | $ex | $ph |"
     done
   done
   ;;
 table)
   shift
-  echo "| N | brush s/cycle | float s/cycle | exact s/cycle | brush / exact | float / exact | enclosure (float, exact) | exact passes (float, exact) | reference (float, exact) |"
-  echo "|---|---|---|---|---|---|---|---|---|"
+  say() { echo "$*" | tee -a "$logs/table.md"; }
+  say "| N | brush s/cycle | float s/cycle | exact s/cycle | brush / exact | float / exact | enclosure (float, exact) | exact passes (float, exact) | reference (float, exact) |"
+  say "|---|---|---|---|---|---|---|---|---|"
   for n in "$@"; do
     sw=${SWEEPS:-2}; bsw=$sw; [ $n -gt 1048576 ] && bsw=${BRUSH_SWEEPS:-1}
     tb=nan
@@ -135,7 +143,7 @@ table)
       ini $n brush $bsw "" > /tmp/t_b.ini
       rm -rf /tmp/t_b
       timeout 560 build-gpu/bin/metro run /tmp/t_b.ini --output /tmp/t_b --overwrite --quiet > /dev/null 2>&1
-      cp /tmp/t_b/log.txt $out/log_b_$n.txt 2>/dev/null
+      cp /tmp/t_b/log.txt $logs/log_b_$n.txt 2>/dev/null
       tb=$(sampling /tmp/t_b/log.txt $bsw)
       [ -n "$tb" ] || tb=nan
     fi
@@ -144,8 +152,8 @@ table)
       ini $n hierarchical $sw "reference = $ref
 ${EXTRA:-}" > /tmp/t_h.ini
       rm -rf /tmp/t_h
-      timeout 560 build-gpu/bin/metro run /tmp/t_h.ini --output /tmp/t_h --overwrite --quiet > $out/run_${ref}_$n.txt 2>&1
-      cp /tmp/t_h/log.txt $out/log_${ref}_$n.txt 2>/dev/null
+      timeout 560 build-gpu/bin/metro run /tmp/t_h.ini --output /tmp/t_h --overwrite --quiet > $logs/run_${ref}_$n.txt 2>&1
+      cp /tmp/t_h/log.txt $logs/log_${ref}_$n.txt 2>/dev/null
       t=$(sampling /tmp/t_h/log.txt $sw)
       line=$(grep -sE 'hierarchical: [0-9]+ cycles' /tmp/t_h/log.txt)
       mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
@@ -153,7 +161,7 @@ ${EXTRA:-}" > /tmp/t_h.ini
       eval "ex_$ref=$(echo "$line" | sed -E 's/.*exact ([0-9]+) .*/\1/') rf_$ref=$(echo "$line" | sed -E 's/.*reference ([0-9]+).*/\1/')"
     done
     r() { awk -v a=$1 -v b=$2 'BEGIN{printf "%.2f", a/b}'; }
-    echo "| $n | $tb | $t_float | $t_exact | $(r $tb $t_exact) | $(r $t_float $t_exact) | $en_float, $en_exact | $ex_float, $ex_exact | $rf_float, $rf_exact |"
+    say "| $n | $tb | $t_float | $t_exact | $(r $tb $t_exact) | $(r $t_float $t_exact) | $en_float, $en_exact | $ex_float, $ex_exact | $rf_float, $rf_exact |"
   done
   ;;
 esac
