@@ -40,7 +40,7 @@ export METRO_CACHE_DIR=/tmp/metro-cache
 # alone, not the closing energy check, checkpoint and results, which take
 # seconds at 2^23), over SWEEPS
 sampling() { grep -osE 'sampling [0-9.e+-]+ s' "$1" | awk -v s=$2 '{print $2/s}'; }
-case "${1:-tests}" in
+case "$mode" in
 tests)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   timeout ${TEST_TIMEOUT:-420} build-gpu/bin/test_hierarchical_gpu > $logs/test_hier_gpu.txt 2>&1
