@@ -27,6 +27,16 @@ struct hier_gpu {
     metro_ctx *ctx;
     hier_gpu_cfg cfg;
     cudaStream_t s;
+    /* The side stream: work that needs neither the walks nor the moments
+     * runs there beside a batch's update of the moments (hg_mom,
+     * hg_norms): the leaves' moves (hg_leaf_move) and the next batch's
+     * trials and mates' terms (hg_trials, hg_tri), from side_fork to
+     * side_join; METRO_HIER_SIDE=0 (comparisons): no side stream, all on
+     * the main one in that order.  So two batches' trials are in use at
+     * once: told and ttri alternate between two buffers each. */
+    cudaStream_t side;
+    cudaEvent_t fork_ev, join_ev;
+    metro_float4 *told[2], *ttri[2];
     void *k[HG_N_KERNELS];
     hg_args a;
     int nleaves;
@@ -42,8 +52,10 @@ struct hier_gpu {
     int counting;  /* dalloc only adds the bytes up (hier_gpu_bytes) */
     size_t counted;
     /* METRO_HIER_PROFILE=1: CUDA events around a batch's phases (walks,
-     * mates' terms, refined looks, the decision chain with its exact
-     * passes and stops, tree update), summed per run; and around each stop
+     * the rules (hg_prep: the mates' terms themselves are formed beside
+     * the previous update), refined looks, the decision chain with its
+     * exact passes and stops, tree update with what runs beside it),
+     * summed per run; and around each stop
      * (the host's reference), counted apart */
     int profile;
     cudaEvent_t ev[HG_PHASES + 1], sev[2];
@@ -93,28 +105,49 @@ void hier_gpu_free(hier_gpu *g)
     }
     for (int i = 0; g->profile && i <= HG_PHASES; ++i) cudaEventDestroy(g->ev[i]);
     for (int i = 0; g->profile && i < 2; ++i) cudaEventDestroy(g->sev[i]);
+    if (g->side != g->s) {
+        cudaEventDestroy(g->fork_ev);
+        cudaEventDestroy(g->join_ev);
+        cudaStreamDestroy(g->side);
+    }
     free(g);
 }
 
-static int launch(hier_gpu *g, int which, long long threads, int block, void **args)
+static int launch(hier_gpu *g, cudaStream_t on, int which, long long threads, int block, void **args)
 {
     if (threads <= 0) return 0;
     const long long blocks = (threads + block - 1) / block;
     dim3 grid = {(unsigned)blocks, 1, 1}, blk = {(unsigned)block, 1, 1};
-    return g->host->cuda(g->ctx, cudaLaunchKernel((const void *)g->k[which], grid, blk, args, 0, g->s),
+    return g->host->cuda(g->ctx, cudaLaunchKernel((const void *)g->k[which], grid, blk, args, 0, on),
                          "hierarchical: launching %s (%lld threads)", kernel_names[which], threads);
 }
 
 static int run1(hier_gpu *g, int which, long long threads, int block)
 {
     void *args[1] = {&g->a};
-    return launch(g, which, threads, block, args);
+    return launch(g, g->s, which, threads, block, args);
 }
 
 static int run2(hier_gpu *g, int which, long long threads, int block, int x)
 {
     void *args[2] = {&g->a, &x};
-    return launch(g, which, threads, block, args);
+    return launch(g, g->s, which, threads, block, args);
+}
+
+/* The side stream starts after what the main stream has queued so far */
+static int side_fork(hier_gpu *g)
+{
+    if (g->side == g->s) return 0;
+    return cu(g, cudaEventRecord(g->fork_ev, g->s), "recording an event") ||
+           cu(g, cudaStreamWaitEvent(g->side, g->fork_ev, 0), "waiting for an event");
+}
+
+/* and the main stream goes on after what the side stream has queued */
+static int side_join(hier_gpu *g)
+{
+    if (g->side == g->s) return 0;
+    return cu(g, cudaEventRecord(g->join_ev, g->side), "recording an event") ||
+           cu(g, cudaStreamWaitEvent(g->s, g->join_ev, 0), "waiting for an event");
 }
 
 /* The factors of the recurrences (hier_tree.c, build_tables) and the units
@@ -298,7 +331,10 @@ static void l2_window(hier_gpu *g, int on)
     v.accessPolicyWindow.hitRatio = on ? g->l2_ratio : 0.f;
     v.accessPolicyWindow.hitProp = on ? cudaAccessPropertyPersisting : cudaAccessPropertyNormal;
     v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    if (cudaStreamSetAttribute(g->s, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess) (void)cudaGetLastError();
+    /* both streams: hg_tri writes the window on the side stream */
+    if (cudaStreamSetAttribute(g->s, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess ||
+        (g->side != g->s && cudaStreamSetAttribute(g->side, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess))
+        (void)cudaGetLastError();
     /* off: the lines kept persisting go back to normal, so the other
      * plugins' kernels between cycles have the whole L2 */
     if (!on && cudaCtxResetPersistingL2Cache() != cudaSuccess) (void)cudaGetLastError();
@@ -328,8 +364,12 @@ static void allocate(hier_gpu *g, int *bad)
     a->ovf = dalloc(g, ((size_t)n + 1) * sizeof(int), bad);
     a->novf = dalloc(g, sizeof(int), bad);
     a->ovslot = dalloc(g, (size_t)n * sizeof(int), bad);
-    a->told = dalloc(g, (size_t)S * sizeof(float4), bad);
-    a->ttri = dalloc(g, (size_t)S * sizeof(float4), bad);
+    for (int i = 0; i < 2; ++i) {
+        g->told[i] = dalloc(g, (size_t)S * sizeof(float4), bad);
+        g->ttri[i] = dalloc(g, (size_t)S * sizeof(float4), bad);
+    }
+    a->told = g->told[0];
+    a->ttri = g->ttri[0];
     a->pts = dalloc(g, 2 * (size_t)S * sizeof(hg_point), bad);
     a->front = dalloc(g, 2 * (size_t)S * 2 * HG_FRONT * sizeof(unsigned), bad);
     a->nearl = dalloc(g, 2 * (size_t)S * HG_NEAR * sizeof(unsigned), bad);
@@ -385,6 +425,22 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     g->ctx = ctx;
     g->cfg = *cfg;
     g->s = (cudaStream_t)host->stream(ctx);
+    g->side = g->s;
+    const char *se = getenv("METRO_HIER_SIDE");
+    if (!(se && !strcmp(se, "0"))) {
+        /* non-blocking: the core's stream may be the legacy default one,
+         * which a blocking stream would wait for and hold up */
+        if (cu(g, cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking), "creating a stream")) {
+            free(g);
+            return -1;
+        }
+        if (cu(g, cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming), "creating an event") ||
+            cu(g, cudaEventCreateWithFlags(&g->join_ev, cudaEventDisableTiming), "creating an event")) {
+            cudaStreamDestroy(g->side);
+            free(g);
+            return -1;
+        }
+    }
     const char *pe = getenv("METRO_HIER_PROFILE");
     g->profile = pe && *pe && strcmp(pe, "0");
     for (int i = 0; g->profile && i <= HG_PHASES + 2; ++i)
@@ -594,6 +650,26 @@ static void profile_phase(hier_gpu *g, int p)
     g->phase[p] += ms * 1e-3;
 }
 
+/* The batch from b0 on (of the cycle's `trials` moves) becomes the current
+ * one (a->b0, a->S, its trials' buffers), and its trials and their mates'
+ * terms (hg_trials, hg_tri) are launched on the side stream: they read
+ * only the batch's own particles, which no earlier batch moves, so they
+ * run beside the previous batch's update */
+static int batch_trials(hier_gpu *g, int b0, int trials, int parity)
+{
+    hg_args *a = &g->a;
+    const int S0 = g->cfg.batch;
+    a->b0 = b0;
+    a->S = trials - b0 < S0 ? trials - b0 : S0;
+    a->told = g->told[parity];
+    a->ttri = g->ttri[parity];
+    if (a->S <= 0) return 0;
+    void *args1[1] = {a};
+    dim3 tri_grid = {(unsigned)((a->S + 127) / 128), HG_TRI_CHUNK, 1}, tri_blk = {128, 1, 1};
+    return launch(g, g->side, K_TRIALS, a->S, 256, args1) ||
+           cu(g, cudaLaunchKernel((const void *)g->k[K_TRI], tri_grid, tri_blk, args1, 0, g->side), "launching hg_tri");
+}
+
 int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hier_gpu_stats *stats,
                    long long *accepted)
 {
@@ -601,33 +677,33 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
     g->cycle = cycle;
     const int S0 = g->cfg.batch;
     const int nb = (trials + S0 - 1) / S0, every = (nb + HG_REPACKS - 1) / HG_REPACKS;
-    if (cu(g, cudaMemsetAsync(a->cycle_acc, 0, sizeof(long long), g->s), "clearing the count") || repack(g, 1))
-        return -1;
     l2_window(g, 1);
+    int parity = 0;
+    /* the first batch's trials beside the cycle's packing of the leaves */
+    if (side_fork(g) || batch_trials(g, 0, trials, parity) ||
+        cu(g, cudaMemsetAsync(a->cycle_acc, 0, sizeof(long long), g->s), "clearing the count") || repack(g, 1) ||
+        side_join(g))
+        return -1;
     for (int b0 = 0; b0 < trials; b0 += S0) {
-        a->b0 = b0;
-        a->S = trials - b0 < S0 ? trials - b0 : S0;
-        const int S = a->S;
+        const int S = a->S; /* a->b0, S and the trials' buffers: batch_trials */
         int pow2 = 32;
         while (pow2 < S) pow2 *= 2; /* the one-block kernels' tree sums want a power of two */
         void *cargs[2] = {a, NULL};
         int from = 0;
         cargs[1] = &from;
-        dim3 tri_grid = {(unsigned)((S + 127) / 128), HG_TRI_CHUNK, 1}, tri_blk = {128, 1, 1};
         dim3 chain_grid = {(unsigned)g->sms, 1, 1}, chain_blk = {(unsigned)((S + 31) / 32 * 32), 1, 1};
         void *args1[1] = {a};
         if (g->profile && b0 > 0) /* the previous batch's update is done (its chain was waited for) */
             profile_phase(g, HG_PHASES - 1);
         mark(g, 0);
-        if (run1(g, K_TRIALS, S, 256) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1) ||
-            cu(g, cudaLaunchKernel((const void *)g->k[K_TRI], tri_grid, tri_blk, args1, 0, g->s), "launching hg_tri") ||
-            run1(g, K_PREP, S, 256) || mark(g, 2) ||
+        if (run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1) || run2(g, K_PREP, S, 256, 0) ||
+            mark(g, 2) ||
             /* the trials near their threshold looked at again, closer (the
              * CPU's first refinement); the chain's exact passes are for
              * what that leaves open */
             (g->cfg.refine > 0 && (run1(g, K_CLIST, pow2, pow2) ||
                                    run2(g, K_ENCLOSE, 2LL * S * 32 * g->team, 32 * g->team, HG_WALK_REFINE) ||
-                                   run1(g, K_PREP, S, 256))) ||
+                                   run2(g, K_PREP, S, 256, 1))) ||
             mark(g, 3))
             return -1;
         for (;;) {
@@ -652,8 +728,12 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
         mark(g, 4);
         for (int p = 0; g->profile && p < HG_PHASES - 1; ++p) profile_phase(g, p);
         const int lv = a->L > 1 ? a->L - 1 : 0;
-        if (run1(g, K_MOVE, pow2, pow2) || run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) ||
-            run2(g, K_NORMS, (long long)S * lv * 2 * 32, 128, 1))
+        /* the update of the moments, and beside it the leaves' moves and
+         * the next batch's trials and mates' terms (launched last: they
+         * change a) */
+        if (side_fork(g) || launch(g, g->side, K_MOVE, pow2, pow2, args1) ||
+            run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) || run2(g, K_NORMS, (long long)S * lv * 2 * 32, 128, 1) ||
+            (b0 + S0 < trials && batch_trials(g, b0 + S0, trials, parity ^= 1)) || side_join(g))
             return -1;
         /* the holes and the overflow list gone, the leaves in index order
          * again (HG_REPACKS) */
@@ -672,9 +752,9 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
     if (g->profile) {
         profile_phase(g, HG_PHASES - 1);
         g->host->log(g->ctx, METRO_LOG_INFO,
-                     "profile so far: %.4g s walks, %.4g s mates' terms, %.4g s refined looks, %.4g s "
+                     "profile so far: %.4g s walks, %.4g s rules, %.4g s refined looks, %.4g s "
                      "decision chain (its exact passes and stops included; %lld stops, %.4g s), %.4g s tree updates "
-                     "(the leaves' packings included)",
+                     "(the leaves' packings, and the next trials and mates' terms beside them, included)",
                      g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->stops, g->t_stops, g->phase[4]);
     }
     return 0;

@@ -256,13 +256,19 @@ METRO_HD double hier_expand_orders(const double *H, int pm, int mc0, const doubl
     double mr = inv, mi = 0.0; /* I_m^m */
     double acc2 = 0.0;
     const double2 *col = (const double2 *)(H + mc0); /* order m's pairs */
+    /* each order's first pair is loaded an order ahead: it starts a new
+     * line, and loaded where it is used the walks waited for it (ncu: a
+     * third of the first look's stall samples) */
+    double2 first = {0.0, 0.0};
+    if (q >= 1) first = col[0];
     for (int m = 1; m <= q; ++m) {
+        double2 h = first;
+        if (m < q) first = col[pm - m + 1];
         const double f = 2.0 * m - 1.0;
         const double nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
         mr = nr;
         mi = ni;
         double ar = mr, ai = mi, br = 0.0, bi = 0.0;
-        double2 h = col[0];
         double acc = h.x * ar + h.y * ai;
         double f1 = 2.0 * m + 1.0, c2 = 0.0; /* 2n - 1 and (n + m - 1)(n - m - 1) at n = m + 1 */
         for (int n = m + 1; n <= q; ++n) {

@@ -921,26 +921,50 @@ extern "C" __global__ void hg_tri(hg_args a)
 /* Thread k: the enclosure of ΔE_k at the batch's start (hierarchical.c's
  * stage 0, the same terms), widened for what the chain adds: the mates'
  * corrections (their reference rounding, κ Σ|terms|, and ours, one double
- * rounding of the running sum per mate). */
-extern "C" __global__ void hg_prep(hg_args a)
+ * rounding of the running sum per mate).  mode 0: every trial, from the
+ * first look; mode 1: after the refined look, only the trials it took
+ * (hg_close_list), whose points it rewrote: the parts of the rule that do
+ * not depend on the points (the mates' sums, -ln u, the chunk's ranges)
+ * are mode 0's, read back, so the rule has the bits a full pass gives. */
+extern "C" __global__ void hg_prep(hg_args a, int mode)
 {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= a.S) return;
+    if (mode && !a.close[k]) return;
     const hg_point rt = a.pts[2 * k], ro = a.pts[2 * k + 1];
     const float4 o = a.told[k], t = a.ttri[k];
-    const float u = a.rnd[a.b0 + k].w;
-    double absA = 0.0, sq = 0.0;
+    hg_trial r;
+    double sq = 0.0;
     int nA = 0;
-    for (int c = 0; c < HG_TRI_CHUNK; ++c) {
-        absA += a.tabs[(size_t)c * a.S + k];
-        sq += a.tsq[(size_t)c * a.S + k];
-        nA += a.tnA[(size_t)c * a.S + k];
+    if (mode) {
+        r = a.tr[k];
+        nA = r.nA; /* a listed trial overlaps no mate's old place (nA = 0) */
+    } else {
+        double absA = 0.0;
+        for (int c = 0; c < HG_TRI_CHUNK; ++c) {
+            absA += a.tabs[(size_t)c * a.S + k];
+            sq += a.tsq[(size_t)c * a.S + k];
+            nA += a.tnA[(size_t)c * a.S + k];
+        }
+        const float u = a.rnd[a.b0 + k].w;
+        r.T = -log((double)u);
+        r.dT = 1e-12 * (1.0 + r.T);
+        r.absA = absA;
+        r.nA = nA & 0xfffff;
+        r.pad = 0;
+        /* what the chain needs to know which decisions its chunk's earlier
+         * mates cannot change (hier_rule_fixed): their changes' range and flags */
+        r.lo = r.hi = r.sab = 0.0;
+        r.fa = r.fb = 0u;
+        for (int j = k & ~31; j < k; ++j) {
+            const unsigned f = a.flg[(size_t)j * a.S + k];
+            hier_chunk_add(a.corr[(size_t)j * a.S + k], &r.lo, &r.hi, &r.sab);
+            r.fa |= (f & 1u) << (j & 31);
+            r.fb |= ((f >> 1) & 1u) << (j & 31);
+        }
     }
     const int sa = coulomb_hs_species(o.w);
     const double lz = (double)a.prm.sp[sa].z, alz = fabs(lz);
-    hg_trial r;
-    r.T = -log((double)u);
-    r.dT = 1e-12 * (1.0 + r.T);
     r.est = (rt.Sf - ro.Sf) + lz * (rt.S - ro.S);
     const double reff = hier_ref_float(&a.prm, sa);
     const double fnear = rt.exact_near && ro.exact_near ? HIER_EXACT_TERM : reff;
@@ -950,24 +974,13 @@ extern "C" __global__ void hg_prep(hg_args a)
                                hier_own_bound(ro.Er, ro.adds, ro.Phi, ro.E));
     /* the mates' float terms: the reference's summation (float) or their
      * rounding against the exact terms (exact); our running sum's */
+    const double absA = r.absA;
     const double mates = (a.ideal ? reff : a.ksum) * absA + (double)(a.S + 1) * 0x1p-53 * (fabs(r.est) + absA);
-    r.absA = absA;
     r.eps = a.bound_scale * (floor + rest + mates * (1.0 + 1e-6)) * (1.0 + 1e-9);
     r.blocked = coulomb_hs_external(&a.prm, t) != 0.0f || rt.overlap;
     r.degenerate = rt.degenerate || ro.degenerate || (nA >> 20) != 0;
-    r.nA = nA & 0xfffff;
-    r.pad = 0;
-    /* what the chain needs to know which decisions its chunk's earlier
-     * mates cannot change (hier_rule_fixed): their changes' range and flags */
-    r.lo = r.hi = r.sab = 0.0;
-    r.fa = r.fb = 0u;
-    for (int j = k & ~31; j < k; ++j) {
-        const unsigned f = a.flg[(size_t)j * a.S + k];
-        hier_chunk_add(a.corr[(size_t)j * a.S + k], &r.lo, &r.hi, &r.sab);
-        r.fa |= (f & 1u) << (j & 31);
-        r.fb |= ((f >> 1) & 1u) << (j & 31);
-    }
     a.tr[k] = r;
+    if (mode) return;
     /* undecided at the batch's start, or near enough that the accepted
      * mates' changes (about sqrt(Σ corr²/2) for half of them accepted;
      * close_sig times that, HG_CLOSE_SIGMAS) may leave it undecided: a refined look, in
