@@ -64,7 +64,7 @@ refine = 0"
       # (order 1: the running energy drifts past the default check)
       timeout 250 compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/bin/metro run /tmp/san.ini --set run.drift_tolerance=1 \
         --output /tmp/san_$tool --overwrite --quiet > $logs/san_${ref}_$tool.txt 2>&1
-      echo "$ref $tool: rc=$? $(grep 'ERROR SUMMARY' $logs/san_${ref}_$tool.txt)"
+      echo "$ref $tool: rc=$? $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' $logs/san_${ref}_$tool.txt)"
     done
   done
   ;;

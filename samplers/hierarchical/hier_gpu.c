@@ -297,7 +297,7 @@ static void geometry(hier_gpu *g, int n)
  * its path, long after hg_tri wrote them; the walks in between stream the
  * tree through L2 and evict them (its probes: ~2,000 cycles a round trip).
  * So hg_tri's writes are marked persisting for the cycle's batches (a
- * window on the stream, removed at the cycle's end, when other plugins'
+ * window on both streams, removed at the cycle's end, when other plugins'
  * kernels run).  A hint: where the device has no persisting L2 (or
  * METRO_HIER_L2=0) the run is the same, only slower. */
 static void l2_setup(hier_gpu *g, int dev)
@@ -332,8 +332,8 @@ static void l2_window(hier_gpu *g, int on)
     v.accessPolicyWindow.hitProp = on ? cudaAccessPropertyPersisting : cudaAccessPropertyNormal;
     v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
     /* both streams: hg_tri writes the window on the side stream */
-    if (cudaStreamSetAttribute(g->s, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess ||
-        (g->side != g->s && cudaStreamSetAttribute(g->side, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess))
+    if (cudaStreamSetAttribute(g->s, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess) (void)cudaGetLastError();
+    if (g->side != g->s && cudaStreamSetAttribute(g->side, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess)
         (void)cudaGetLastError();
     /* off: the lines kept persisting go back to normal, so the other
      * plugins' kernels between cycles have the whole L2 */
@@ -428,14 +428,19 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     g->side = g->s;
     const char *se = getenv("METRO_HIER_SIDE");
     if (!(se && !strcmp(se, "0"))) {
-        /* non-blocking: the core's stream may be the legacy default one,
-         * which a blocking stream would wait for and hold up */
+        /* non-blocking, as the core's own: no implicit wait on the legacy
+         * default stream (the events order it against the main one) */
         if (cu(g, cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking), "creating a stream")) {
             free(g);
             return -1;
         }
-        if (cu(g, cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming), "creating an event") ||
-            cu(g, cudaEventCreateWithFlags(&g->join_ev, cudaEventDisableTiming), "creating an event")) {
+        if (cu(g, cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming), "creating an event")) {
+            cudaStreamDestroy(g->side);
+            free(g);
+            return -1;
+        }
+        if (cu(g, cudaEventCreateWithFlags(&g->join_ev, cudaEventDisableTiming), "creating an event")) {
+            cudaEventDestroy(g->fork_ev);
             cudaStreamDestroy(g->side);
             free(g);
             return -1;
@@ -754,7 +759,8 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
         g->host->log(g->ctx, METRO_LOG_INFO,
                      "profile so far: %.4g s walks, %.4g s rules, %.4g s refined looks, %.4g s "
                      "decision chain (its exact passes and stops included; %lld stops, %.4g s), %.4g s tree updates "
-                     "(the leaves' packings, and the next trials and mates' terms beside them, included)",
+                     "(the leaves' packings, and the next batch's trials and mates' terms beside them, included; "
+                     "the first batch's, beside the cycle's first packing, in none)",
                      g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->stops, g->t_stops, g->phase[4]);
     }
     return 0;

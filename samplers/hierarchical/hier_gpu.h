@@ -13,7 +13,9 @@
  * (every partner's float terms) inside the chain's launch, from helper
  * blocks that wait for it on the other SMs; what even that leaves open
  * stops the chain for the host's reference, and the chain then resumes.
- * Then the accepted moves update the tree.
+ * Then the accepted moves update the tree, and beside that update, on a
+ * second stream, the next batch's trials and mates' terms are formed
+ * (hier_gpu.c, batch_trials).
  *
  * The tree is hier_tree's: levels 1 ... L-1 keep per cell the moments,
  * here accumulated in 64-bit fixed point (exact to add and to remove, so
