@@ -105,11 +105,9 @@ void hier_gpu_free(hier_gpu *g)
     }
     for (int i = 0; g->profile && i <= HG_PHASES; ++i) cudaEventDestroy(g->ev[i]);
     for (int i = 0; g->profile && i < 2; ++i) cudaEventDestroy(g->sev[i]);
-    if (g->side != g->s) {
-        cudaEventDestroy(g->fork_ev);
-        cudaEventDestroy(g->join_ev);
-        cudaStreamDestroy(g->side);
-    }
+    if (g->fork_ev) cudaEventDestroy(g->fork_ev);
+    if (g->join_ev) cudaEventDestroy(g->join_ev);
+    if (g->side != g->s) cudaStreamDestroy(g->side);
     free(g);
 }
 
@@ -427,24 +425,14 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     g->s = (cudaStream_t)host->stream(ctx);
     g->side = g->s;
     const char *se = getenv("METRO_HIER_SIDE");
-    if (!(se && !strcmp(se, "0"))) {
-        /* non-blocking, as the core's own: no implicit wait on the legacy
-         * default stream (the events order it against the main one) */
-        if (cu(g, cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking), "creating a stream")) {
-            free(g);
-            return -1;
-        }
-        if (cu(g, cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming), "creating an event")) {
-            cudaStreamDestroy(g->side);
-            free(g);
-            return -1;
-        }
-        if (cu(g, cudaEventCreateWithFlags(&g->join_ev, cudaEventDisableTiming), "creating an event")) {
-            cudaEventDestroy(g->fork_ev);
-            cudaStreamDestroy(g->side);
-            free(g);
-            return -1;
-        }
+    /* non-blocking, as the core's own: no implicit wait on the legacy
+     * default stream (the events order it against the main one) */
+    if (!(se && !strcmp(se, "0")) &&
+        (cu(g, cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking), "creating a stream") ||
+         cu(g, cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming), "creating an event") ||
+         cu(g, cudaEventCreateWithFlags(&g->join_ev, cudaEventDisableTiming), "creating an event"))) {
+        hier_gpu_free(g);
+        return -1;
     }
     const char *pe = getenv("METRO_HIER_PROFILE");
     g->profile = pe && *pe && strcmp(pe, "0");
