@@ -5,6 +5,7 @@
 #include "hier_gpu_host.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,15 +13,20 @@
 
 #include "brush.h"
 
-#define HG_N_KERNELS 16
+#define HG_N_KERNELS 17
 static const char *const kernel_names[HG_N_KERNELS] = {
     "hg_mom",   "hg_norms", "hg_leaf_count", "hg_leaf_scan", "hg_leaf_fill", "hg_leaf_sort",  "hg_leaf_move",
     "hg_enclose", "hg_trials", "hg_tri",     "hg_prep",      "hg_chain",     "hg_exact",      "hg_exact_decide",
-    "hg_close_list", "hg_total_sum"};
+    "hg_close_list", "hg_total_sum", "hg_fold"};
 enum { K_MOM, K_NORMS, K_COUNT, K_SCAN, K_FILL, K_SORT, K_MOVE, K_ENCLOSE, K_TRIALS, K_TRI, K_PREP, K_CHAIN, K_EXACT,
-       K_DECIDE, K_CLIST, K_TSUM };
+       K_DECIDE, K_CLIST, K_TSUM, K_FOLD };
 
+/* the profile's phases (walks, rules, refined looks, chain, update), each
+ * between two events: looks' and update's on the main stream, the
+ * chain's on its own */
 #define HG_PHASES 5
+#define HG_EVENTS 8
+static const int phase_ev[HG_PHASES][2] = {{0, 1}, {1, 2}, {2, 3}, {4, 5}, {6, 7}};
 
 struct hier_gpu {
     const metro_host_api *host;
@@ -30,13 +36,28 @@ struct hier_gpu {
     /* The side stream: work that needs neither the walks nor the moments
      * runs there beside a batch's update of the moments (hg_mom,
      * hg_norms): the leaves' moves (hg_leaf_move) and the next batch's
-     * trials and mates' terms (hg_trials, hg_tri), from side_fork to
-     * side_join; METRO_HIER_SIDE=0 (comparisons): no side stream, all on
-     * the main one in that order.  So two batches' trials are in use at
-     * once: told and ttri alternate between two buffers each. */
+     * trials and mates' terms (hg_trials, hg_tri), from fork_to to
+     * join_from; METRO_HIER_SIDE=0 (comparisons): no side stream, all on
+     * the main one in that order. */
     cudaStream_t side;
     cudaEvent_t fork_ev, join_ev;
-    metro_float4 *told[2], *ttri[2];
+    /* Batches overlapping (lead = 1; METRO_HIER_OVERLAP=0 for comparison:
+     * lead = 0, everything in order).  Batch k's chain needs only its own
+     * looks, and batch k + 1's looks need only the tree without batch k's
+     * moves, if batch k's trials are among k + 1's mates (hg_tri's j < 0,
+     * hg_fold): so batch k + 1's first look runs before batch k's chain,
+     * and batch k's chain, on its own stream cs, beside batch k + 1's
+     * refined look (the event `ready`: k + 1's rules are made).  Three
+     * batches are in flight (k's update, k + 1's looks, k + 2's trials),
+     * so the trials' buffers rotate over three, and the rules and the
+     * mates' terms alternate between two.  lead = 0: cs is the main stream. */
+    int lead;
+    cudaStream_t cs;
+    cudaEvent_t ready_ev;
+    metro_float4 *told[3], *ttri[3];
+    hg_trial *tr[2];
+    double *corr[2], *corrx[2];
+    unsigned char *flg[2], *flgx[2];
     void *k[HG_N_KERNELS];
     hg_args a;
     int nleaves;
@@ -58,7 +79,8 @@ struct hier_gpu {
      * summed per run; and around each stop
      * (the host's reference), counted apart */
     int profile;
-    cudaEvent_t ev[HG_PHASES + 1], sev[2];
+    cudaEvent_t ev[HG_EVENTS], sev[2];
+    int pending[HG_PHASES]; /* a phase's events recorded and not yet added */
     double phase[HG_PHASES], t_stops;
     long long stops;
     long long cycle; /* the run's cycle under way (1, 2, ...): for messages */
@@ -103,11 +125,13 @@ void hier_gpu_free(hier_gpu *g)
         (void)cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, g->l2_limit0);
         (void)cudaGetLastError();
     }
-    for (int i = 0; g->profile && i <= HG_PHASES; ++i) cudaEventDestroy(g->ev[i]);
+    for (int i = 0; g->profile && i < HG_EVENTS; ++i) cudaEventDestroy(g->ev[i]);
     for (int i = 0; g->profile && i < 2; ++i) cudaEventDestroy(g->sev[i]);
     if (g->fork_ev) cudaEventDestroy(g->fork_ev);
     if (g->join_ev) cudaEventDestroy(g->join_ev);
+    if (g->ready_ev) cudaEventDestroy(g->ready_ev);
     if (g->side != g->s) cudaStreamDestroy(g->side);
+    if (g->cs && g->cs != g->s) cudaStreamDestroy(g->cs);
     free(g);
 }
 
@@ -132,19 +156,19 @@ static int run2(hier_gpu *g, int which, long long threads, int block, int x)
     return launch(g, g->s, which, threads, block, args);
 }
 
-/* The side stream starts after what the main stream has queued so far */
-static int side_fork(hier_gpu *g)
+/* Stream `to` starts after what the main stream has queued so far */
+static int fork_to(hier_gpu *g, cudaStream_t to)
 {
-    if (g->side == g->s) return 0;
+    if (to == g->s) return 0;
     return cu(g, cudaEventRecord(g->fork_ev, g->s), "recording an event") ||
-           cu(g, cudaStreamWaitEvent(g->side, g->fork_ev, 0), "waiting for an event");
+           cu(g, cudaStreamWaitEvent(to, g->fork_ev, 0), "waiting for an event");
 }
 
-/* and the main stream goes on after what the side stream has queued */
-static int side_join(hier_gpu *g)
+/* and the main stream goes on after what stream `from` has queued */
+static int join_from(hier_gpu *g, cudaStream_t from)
 {
-    if (g->side == g->s) return 0;
-    return cu(g, cudaEventRecord(g->join_ev, g->side), "recording an event") ||
+    if (from == g->s) return 0;
+    return cu(g, cudaEventRecord(g->join_ev, from), "recording an event") ||
            cu(g, cudaStreamWaitEvent(g->s, g->join_ev, 0), "waiting for an event");
 }
 
@@ -302,7 +326,7 @@ static void l2_setup(hier_gpu *g, int dev)
 {
     const char *e = getenv("METRO_HIER_L2");
     int maxp = 0, maxw = 0;
-    const size_t bytes = (size_t)g->cfg.batch * (size_t)g->cfg.batch * (sizeof(double) + 1);
+    const size_t bytes = 2 * (size_t)g->cfg.batch * (size_t)g->cfg.batch * (sizeof(double) + 1);
     if ((e && !strcmp(e, "0")) || cudaDeviceGetAttribute(&maxp, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&maxw, cudaDevAttrMaxAccessPolicyWindowSize, dev) != cudaSuccess || maxp <= 0 ||
         maxw <= 0) {
@@ -324,14 +348,17 @@ static void l2_window(hier_gpu *g, int on)
     if (!g->l2_bytes) return;
     cudaStreamAttrValue v;
     memset(&v, 0, sizeof v);
-    v.accessPolicyWindow.base_ptr = on ? (void *)g->a.corr : NULL;
+    v.accessPolicyWindow.base_ptr = on ? (void *)g->corr[0] : NULL;
     v.accessPolicyWindow.num_bytes = on ? g->l2_bytes : 0;
     v.accessPolicyWindow.hitRatio = on ? g->l2_ratio : 0.f;
     v.accessPolicyWindow.hitProp = on ? cudaAccessPropertyPersisting : cudaAccessPropertyNormal;
     v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-    /* both streams: hg_tri writes the window on the side stream */
+    /* every stream: hg_tri writes the window on the side stream (on the
+     * chain's, batches overlapping), the chain reads it on its own */
     if (cudaStreamSetAttribute(g->s, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess) (void)cudaGetLastError();
     if (g->side != g->s && cudaStreamSetAttribute(g->side, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess)
+        (void)cudaGetLastError();
+    if (g->cs && g->cs != g->s && cudaStreamSetAttribute(g->cs, cudaStreamAttributeAccessPolicyWindow, &v) != cudaSuccess)
         (void)cudaGetLastError();
     /* off: the lines kept persisting go back to normal, so the other
      * plugins' kernels between cycles have the whole L2 */
@@ -362,22 +389,27 @@ static void allocate(hier_gpu *g, int *bad)
     a->ovf = dalloc(g, ((size_t)n + 1) * sizeof(int), bad);
     a->novf = dalloc(g, sizeof(int), bad);
     a->ovslot = dalloc(g, (size_t)n * sizeof(int), bad);
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 3; ++i) {
         g->told[i] = dalloc(g, (size_t)S * sizeof(float4), bad);
         g->ttri[i] = dalloc(g, (size_t)S * sizeof(float4), bad);
     }
-    a->told = g->told[0];
-    a->ttri = g->ttri[0];
     a->pts = dalloc(g, 2 * (size_t)S * sizeof(hg_point), bad);
     a->front = dalloc(g, 2 * (size_t)S * 2 * HG_FRONT * sizeof(unsigned), bad);
     a->nearl = dalloc(g, 2 * (size_t)S * HG_NEAR * sizeof(unsigned), bad);
-    /* corr and flg in one piece: one L2 window holds both (l2_window) */
-    a->corr = dalloc(g, (size_t)S * (size_t)S * (sizeof(double) + 1), bad);
-    a->flg = a->corr ? (unsigned char *)(a->corr + (size_t)S * S) : NULL;
+    /* corr and flg of both parities in one piece: one L2 window holds
+     * them (l2_window); the previous batch's (corrx, flgx) are read once */
+    const size_t SS = (size_t)S * (size_t)S;
+    double *in = dalloc(g, 2 * SS * (sizeof(double) + 1), bad), *x = dalloc(g, 2 * SS * (sizeof(double) + 1), bad);
+    for (int i = 0; i < 2 && in && x; ++i) {
+        g->corr[i] = in + i * SS;
+        g->flg[i] = (unsigned char *)(in + 2 * SS) + i * SS;
+        g->corrx[i] = x + i * SS;
+        g->flgx[i] = (unsigned char *)(x + 2 * SS) + i * SS;
+    }
     a->tabs = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(double), bad);
     a->tsq = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(double), bad);
     a->tnA = dalloc(g, (size_t)HG_TRI_CHUNK * (size_t)S * sizeof(int), bad);
-    a->tr = dalloc(g, (size_t)S * sizeof(hg_trial), bad);
+    for (int i = 0; i < 2; ++i) g->tr[i] = dalloc(g, (size_t)S * sizeof(hg_trial), bad);
     a->vstate = dalloc(g, (size_t)S * sizeof(double), bad);
     a->nstate = dalloc(g, 2 * (size_t)S * sizeof(int), bad);
     a->dE = dalloc(g, (size_t)S * sizeof(double), bad);
@@ -424,20 +456,37 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     g->cfg = *cfg;
     g->s = (cudaStream_t)host->stream(ctx);
     g->side = g->s;
+    /* Batches overlap under reference = exact (METRO_HIER_OVERLAP=1 or 0
+     * forces it either way): there a chain has a few exact passes, and
+     * fewer helpers cost little; the float reference's floor leaves ~10
+     * a batch at 2^23, which the overlap's 30% of the SMs made 1.8x
+     * slower a cycle (bench/NOTES.md).  The chain's stream is of the
+     * highest priority: its launch's blocks (the deciding one first) take
+     * their SMs before the refined look's. */
+    const char *ov = getenv("METRO_HIER_OVERLAP");
+    g->lead = ov && *ov ? strcmp(ov, "0") != 0 : cfg->ideal;
+    g->cs = g->lead ? NULL : g->s;
+    int prio_lo = 0, prio_hi = 0;
+    if (g->lead && (cu(g, cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi), "the streams' priorities") ||
+                    cu(g, cudaStreamCreateWithPriority(&g->cs, cudaStreamNonBlocking, prio_hi), "creating a stream") ||
+                    cu(g, cudaEventCreateWithFlags(&g->ready_ev, cudaEventDisableTiming), "creating an event"))) {
+        hier_gpu_free(g);
+        return -1;
+    }
     const char *se = getenv("METRO_HIER_SIDE");
     /* non-blocking, as the core's own: no implicit wait on the legacy
      * default stream (the events order it against the main one) */
-    if (!(se && !strcmp(se, "0")) &&
-        (cu(g, cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking), "creating a stream") ||
-         cu(g, cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming), "creating an event") ||
-         cu(g, cudaEventCreateWithFlags(&g->join_ev, cudaEventDisableTiming), "creating an event"))) {
+    if ((!(se && !strcmp(se, "0")) &&
+         cu(g, cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking), "creating a stream")) ||
+        cu(g, cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming), "creating an event") ||
+        cu(g, cudaEventCreateWithFlags(&g->join_ev, cudaEventDisableTiming), "creating an event")) {
         hier_gpu_free(g);
         return -1;
     }
     const char *pe = getenv("METRO_HIER_PROFILE");
     g->profile = pe && *pe && strcmp(pe, "0");
-    for (int i = 0; g->profile && i <= HG_PHASES + 2; ++i)
-        if (cu(g, cudaEventCreate(i <= HG_PHASES ? &g->ev[i] : &g->sev[i - HG_PHASES - 1]), "creating an event"))
+    for (int i = 0; g->profile && i < HG_EVENTS + 2; ++i)
+        if (cu(g, cudaEventCreate(i < HG_EVENTS ? &g->ev[i] : &g->sev[i - HG_EVENTS]), "creating an event"))
             g->profile = 0;
     for (int i = 0; i < HG_N_KERNELS; ++i)
         if (host->kernel(ctx, kernel_names[i], &g->k[i])) {
@@ -478,7 +527,14 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     /* METRO_HIER_CHAIN_BLOCKS=B (tests): B blocks in the chain's launch,
      * 1 = no helper, so the deciding warp sums every chunk itself */
     const char *cb = getenv("METRO_HIER_CHAIN_BLOCKS");
+    /* batches overlapping, 30% of the SMs (but at least a helper for each
+     * of the HG_XCTR counters), so that the next batch's refined look has
+     * the rest beside the chain: 40 blocks of 132 made a cycle 4-14%
+     * faster than 66 at 2^23 and 2^20, 33 no faster than 40
+     * (bench/NOTES.md) */
+    const int share = sms * 3 / 10 > HG_XCTR + 1 ? sms * 3 / 10 : HG_XCTR + 1 < sms ? HG_XCTR + 1 : sms;
     if (cb && *cb) g->sms = atoi(cb);
+    else if (g->lead) g->sms = share;
     if (g->sms < 1) g->sms = 1;
     if (!bad) l2_setup(g, dev);
     /* METRO_HIER_REFINE_WARPS=W: W warps walk each point of the refined
@@ -492,7 +548,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     if (!bad && cu(g, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)g->k[K_ENCLOSE], 32 * g->team, 0),
                    "the refined look's occupancy"))
         bad = 1;
-    a->refine_slots = (per_sm > 0 ? per_sm : 1) * sms;
+    a->refine_slots = (per_sm > 0 ? per_sm : 1) * (g->lead && sms > g->sms ? sms - g->sms : sms);
     /* METRO_HIER_REFINE_SLOTS=B (tests): as if the device held B blocks,
      * so that the refined look splits its blocks into teams sooner */
     const char *rs = getenv("METRO_HIER_REFINE_SLOTS");
@@ -587,11 +643,11 @@ static int undecided(hier_gpu *g, metro_state *st, int k, hier_gpu_stats *stats)
     void *args[3] = {a, &k, NULL};
     int blocks = HG_EXACT_BLOCKS;
     dim3 grid = {HG_EXACT_BLOCKS, 1, 1}, blk = {256, 1, 1}, one = {1, 1, 1};
-    if (cu(g, cudaLaunchKernel((const void *)g->k[K_EXACT], grid, blk, args, 0, g->s), "launching hg_exact")) return -1;
+    if (cu(g, cudaLaunchKernel((const void *)g->k[K_EXACT], grid, blk, args, 0, g->cs), "launching hg_exact")) return -1;
     args[2] = &blocks;
-    if (cu(g, cudaLaunchKernel((const void *)g->k[K_DECIDE], one, one, args, 0, g->s), "launching hg_exact_decide") ||
-        cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->s), "reading the status") ||
-        cu(g, cudaStreamSynchronize(g->s), "the exact pass"))
+    if (cu(g, cudaLaunchKernel((const void *)g->k[K_DECIDE], one, one, args, 0, g->cs), "launching hg_exact_decide") ||
+        cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->cs), "reading the status") ||
+        cu(g, cudaStreamSynchronize(g->cs), "the exact pass"))
         return -1;
     if (g->h_status->exact_bad == 0) {
         stats->exact++;
@@ -624,114 +680,194 @@ static int undecided(hier_gpu *g, metro_state *st, int k, hier_gpu_stats *stats)
     h->preset_de = de;
     h->exact_bad = 0;
     stats->fallback++;
-    return cu(g, cudaMemcpyAsync(a->status, h, sizeof *h, cudaMemcpyHostToDevice, g->s), "writing the status");
+    const size_t from = offsetof(hg_status, preset), to = offsetof(hg_status, err);
+    return cu(g, cudaMemcpyAsync((char *)a->status + from, (char *)h + from, to - from, cudaMemcpyHostToDevice, g->cs),
+              "writing the status");
 }
 
-/* the profile's event e on the stream (0 = success, for || chains) */
-static int mark(hier_gpu *g, int e)
+/* the profile's event e on stream `on` (0 = success, for || chains) */
+static int mark(hier_gpu *g, int e, cudaStream_t on)
 {
-    if (g->profile) cudaEventRecord(g->ev[e], g->s);
+    if (g->profile) cudaEventRecord(g->ev[e], on);
     return 0;
 }
 
-/* adds phase p (events p to p + 1) once its end has happened */
+/* adds phase p's time if its events were recorded and not yet added
+ * (before they are recorded again, and at the cycle's end) */
 static void profile_phase(hier_gpu *g, int p)
 {
+    if (!g->profile || !g->pending[p]) return;
     float ms = 0.f;
-    cudaEventSynchronize(g->ev[p + 1]);
-    cudaEventElapsedTime(&ms, g->ev[p], g->ev[p + 1]);
+    cudaEventSynchronize(g->ev[phase_ev[p][1]]);
+    cudaEventElapsedTime(&ms, g->ev[phase_ev[p][0]], g->ev[phase_ev[p][1]]);
     g->phase[p] += ms * 1e-3;
+    g->pending[p] = 0;
 }
 
-/* The batch from b0 on (of the cycle's `trials` moves) becomes the current
- * one (a->b0, a->S, its trials' buffers), and its trials and their mates'
- * terms (hg_trials, hg_tri) are launched on the side stream: they read
- * only the batch's own particles, which no earlier batch moves, so they
- * run beside the previous batch's update */
-static int batch_trials(hier_gpu *g, int b0, int trials, int parity)
+/* phases p0 ... p1 are about to be recorded again */
+static void profile_renew(hier_gpu *g, int p0, int p1)
+{
+    for (int p = p0; g->profile && p <= p1; ++p) {
+        profile_phase(g, p);
+        g->pending[p] = 1;
+    }
+}
+
+/* The view a becomes batch bi of the cycle's `trials` moves: its
+ * particles, its trials' and rules' buffers (hier_gpu, lead), and, batches
+ * overlapping, the previous batch as mates */
+static void view(hier_gpu *g, int bi, int trials)
 {
     hg_args *a = &g->a;
     const int S0 = g->cfg.batch;
-    a->b0 = b0;
-    a->S = trials - b0 < S0 ? trials - b0 : S0;
-    a->told = g->told[parity];
-    a->ttri = g->ttri[parity];
+    a->b0 = bi * S0;
+    a->S = trials - a->b0 < S0 ? trials - a->b0 : S0;
+    a->Sp = g->lead && bi > 0 ? S0 : 0;
+    a->told = g->told[bi % 3];
+    a->ttri = g->ttri[bi % 3];
+    a->toldp = g->told[(bi + 2) % 3];
+    a->ttrip = g->ttri[(bi + 2) % 3];
+    a->tr = g->tr[bi & 1];
+    a->corr = g->corr[bi & 1];
+    a->flg = g->flg[bi & 1];
+    a->corrx = g->corrx[bi & 1];
+    a->flgx = g->flgx[bi & 1];
+}
+
+/* Batch bi's trials and mates' terms (hg_trials, hg_tri) on stream `on`
+ * (the side stream or the chain's): they read only the batch's own
+ * particles, which no earlier batch moves, and the previous batch's
+ * trials (none past the cycle's end) */
+static int batch_trials(hier_gpu *g, int bi, int trials, cudaStream_t on)
+{
+    hg_args *a = &g->a;
+    view(g, bi, trials);
     if (a->S <= 0) return 0;
     void *args1[1] = {a};
     dim3 tri_grid = {(unsigned)((a->S + 127) / 128), HG_TRI_CHUNK, 1}, tri_blk = {128, 1, 1};
-    return launch(g, g->side, K_TRIALS, a->S, 256, args1) ||
-           cu(g, cudaLaunchKernel((const void *)g->k[K_TRI], tri_grid, tri_blk, args1, 0, g->side), "launching hg_tri");
+    return launch(g, on, K_TRIALS, a->S, 256, args1) ||
+           cu(g, cudaLaunchKernel((const void *)g->k[K_TRI], tri_grid, tri_blk, args1, 0, on), "launching hg_tri");
 }
 
+/* the one-block kernels' tree sums want a power of two */
+static int pow2_of(int S)
+{
+    int p = 32;
+    while (p < S) p *= 2;
+    return p;
+}
+
+/* Batch bi's looks on the main stream: the first look (every trial and
+ * old place) and the rules (hg_prep); then, batches overlapping, the event
+ * `ready` (the previous batch's chain may start); then the trials near
+ * their threshold looked at again, closer (the CPU's first refinement),
+ * and their rules made again.  The chain's exact passes are for what that
+ * leaves open. */
+static int looks(hier_gpu *g, int bi, int trials)
+{
+    hg_args *a = &g->a;
+    view(g, bi, trials);
+    const int S = a->S;
+    profile_renew(g, 0, 2);
+    return mark(g, 0, g->s) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1, g->s) ||
+           run2(g, K_PREP, S, 256, 0) || mark(g, 2, g->s) ||
+           (g->lead && cu(g, cudaEventRecord(g->ready_ev, g->s), "recording an event")) ||
+           (g->cfg.refine > 0 && (run1(g, K_CLIST, pow2_of(S), pow2_of(S)) ||
+                                  run2(g, K_ENCLOSE, 2LL * S * 32 * g->team, 32 * g->team, HG_WALK_REFINE) ||
+                                  run2(g, K_PREP, S, 256, 1))) ||
+           mark(g, 3, g->s);
+}
+
+/* Batch bi's chain on its stream (batches overlapping: after the event
+ * `ready`, and the previous batch's moves first added into its sums,
+ * hg_fold): the decisions, resumed after each stop for the host's
+ * reference.  Returns once the batch is decided. */
+static int chain(hier_gpu *g, metro_state *st, int bi, int trials, hier_gpu_stats *stats)
+{
+    hg_args *a = &g->a;
+    view(g, bi, trials);
+    const int S = a->S;
+    int from = 0;
+    void *cargs[2] = {a, &from}, *args1[1] = {a};
+    dim3 chain_grid = {(unsigned)g->sms, 1, 1}, chain_blk = {(unsigned)((S + 31) / 32 * 32), 1, 1};
+    profile_renew(g, 3, 3);
+    if ((g->lead && cu(g, cudaStreamWaitEvent(g->cs, g->ready_ev, 0), "waiting for an event")) || mark(g, 4, g->cs) ||
+        (a->Sp && launch(g, g->cs, K_FOLD, (long long)((S + 31) / 32) * 1024, 1024, args1)))
+        return -1;
+    for (;;) {
+        if (cu(g, cudaLaunchKernel((const void *)g->k[K_CHAIN], chain_grid, chain_blk, cargs, 0, g->cs), "launching hg_chain") ||
+            cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->cs), "reading the status") ||
+            cu(g, cudaStreamSynchronize(g->cs), "the decision chain"))
+            return -1;
+        if (g->h_status->err) return overflowed(g);
+        if (g->h_status->stop >= S) break;
+        from = g->h_status->stop;
+        if (g->profile) cudaEventRecord(g->sev[0], g->cs);
+        if (undecided(g, st, from, stats)) return -1;
+        if (g->profile) {
+            float ms = 0.f;
+            cudaEventRecord(g->sev[1], g->cs);
+            cudaEventSynchronize(g->sev[1]);
+            cudaEventElapsedTime(&ms, g->sev[0], g->sev[1]);
+            g->t_stops += ms * 1e-3;
+            g->stops++;
+        }
+    }
+    return mark(g, 5, g->cs);
+}
+
+/* Batch bi's update of the tree after its chain: the moments on the main
+ * stream, and beside them on the side stream its leaves' moves and batch
+ * `next`'s trials and mates' terms (overlapping, those on the chain's
+ * stream, idle now: hg_tri's twice as many mates outlasted the moments
+ * after the leaves' moves); then, where due, the leaves packed afresh (the
+ * holes and the overflow list gone, the leaves in index order again:
+ * HG_REPACKS) */
+static int update(hier_gpu *g, int bi, int next, int trials, int repack_now)
+{
+    hg_args *a = &g->a;
+    view(g, bi, trials);
+    const int S = a->S, lv = a->L > 1 ? a->L - 1 : 0;
+    void *args1[1] = {a};
+    profile_renew(g, 4, 4);
+    /* hg_leaf_move is launched with this batch's view, batch_trials (last)
+     * changes it */
+    cudaStream_t ts = g->lead && g->side != g->s ? g->cs : g->side;
+    return mark(g, 6, g->s) || fork_to(g, g->side) || fork_to(g, ts) ||
+           launch(g, g->side, K_MOVE, pow2_of(S), pow2_of(S), args1) ||
+           run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) || run2(g, K_NORMS, (long long)S * lv * 2 * 32, 128, 1) ||
+           batch_trials(g, next, trials, ts) || join_from(g, g->side) || join_from(g, ts) ||
+           (repack_now && repack(g, 1)) || mark(g, 7, g->s);
+}
+
+/* A cycle as batches of S0 = batch moves.  In order (lead 0): batch k's
+ * looks, its chain, its update.  Overlapping (lead 1): batch k + 1's first
+ * look runs before batch k's chain, which runs beside batch k + 1's refined
+ * look; the update of batch k then comes before batch k + 2's looks. */
 int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hier_gpu_stats *stats,
                    long long *accepted)
 {
     hg_args *a = &g->a;
     g->cycle = cycle;
-    const int S0 = g->cfg.batch;
+    const int S0 = g->cfg.batch, lead = g->lead;
     const int nb = (trials + S0 - 1) / S0, every = (nb + HG_REPACKS - 1) / HG_REPACKS;
     l2_window(g, 1);
-    int parity = 0;
-    /* the first batch's trials beside the cycle's packing of the leaves */
-    if (side_fork(g) || batch_trials(g, 0, trials, parity) ||
+    /* the first batch's trials beside the cycle's packing of the leaves;
+     * overlapping, the second's after the first's rules (hg_tri's partial
+     * sums, tabs, have one buffer: hg_prep's first call reads them) */
+    if (fork_to(g, g->side) || batch_trials(g, 0, trials, g->side) ||
         cu(g, cudaMemsetAsync(a->cycle_acc, 0, sizeof(long long), g->s), "clearing the count") || repack(g, 1) ||
-        side_join(g))
+        join_from(g, g->side) || looks(g, 0, trials) ||
+        (lead && nb > 1 && (fork_to(g, g->side) || batch_trials(g, 1, trials, g->side) || join_from(g, g->side) ||
+                            looks(g, 1, trials))))
         return -1;
-    for (int b0 = 0; b0 < trials; b0 += S0) {
-        const int S = a->S; /* a->b0, S and the trials' buffers: batch_trials */
-        int pow2 = 32;
-        while (pow2 < S) pow2 *= 2; /* the one-block kernels' tree sums want a power of two */
-        void *cargs[2] = {a, NULL};
-        int from = 0;
-        cargs[1] = &from;
-        dim3 chain_grid = {(unsigned)g->sms, 1, 1}, chain_blk = {(unsigned)((S + 31) / 32 * 32), 1, 1};
-        void *args1[1] = {a};
-        if (g->profile && b0 > 0) /* the previous batch's update is done (its chain was waited for) */
-            profile_phase(g, HG_PHASES - 1);
-        mark(g, 0);
-        if (run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1) || run2(g, K_PREP, S, 256, 0) ||
-            mark(g, 2) ||
-            /* the trials near their threshold looked at again, closer (the
-             * CPU's first refinement); the chain's exact passes are for
-             * what that leaves open */
-            (g->cfg.refine > 0 && (run1(g, K_CLIST, pow2, pow2) ||
-                                   run2(g, K_ENCLOSE, 2LL * S * 32 * g->team, 32 * g->team, HG_WALK_REFINE) ||
-                                   run2(g, K_PREP, S, 256, 1))) ||
-            mark(g, 3))
+    for (int bi = 0; bi < nb; ++bi) {
+        /* the last batch's chain waits for its own looks */
+        if (lead && bi + 1 >= nb && cu(g, cudaEventRecord(g->ready_ev, g->s), "recording an event")) return -1;
+        const int next = bi + 1 + lead;
+        if (chain(g, st, bi, trials, stats) || update(g, bi, next, trials, (bi + 1) % every == 0 && bi + 1 < nb) ||
+            (next < nb && looks(g, next, trials)))
             return -1;
-        for (;;) {
-            if (cu(g, cudaLaunchKernel((const void *)g->k[K_CHAIN], chain_grid, chain_blk, cargs, 0, g->s), "launching hg_chain") ||
-                cu(g, cudaMemcpyAsync(g->h_status, a->status, sizeof(hg_status), cudaMemcpyDeviceToHost, g->s), "reading the status") ||
-                cu(g, cudaStreamSynchronize(g->s), "the decision chain"))
-                return -1;
-            if (g->h_status->err) return overflowed(g);
-            if (g->h_status->stop >= S) break;
-            from = g->h_status->stop;
-            if (g->profile) cudaEventRecord(g->sev[0], g->s);
-            if (undecided(g, st, from, stats)) return -1;
-            if (g->profile) {
-                float ms = 0.f;
-                cudaEventRecord(g->sev[1], g->s);
-                cudaEventSynchronize(g->sev[1]);
-                cudaEventElapsedTime(&ms, g->sev[0], g->sev[1]);
-                g->t_stops += ms * 1e-3;
-                g->stops++;
-            }
-        }
-        mark(g, 4);
-        for (int p = 0; g->profile && p < HG_PHASES - 1; ++p) profile_phase(g, p);
-        const int lv = a->L > 1 ? a->L - 1 : 0;
-        /* the update of the moments, and beside it the leaves' moves and
-         * the next batch's trials and mates' terms (launched last: they
-         * change a) */
-        if (side_fork(g) || launch(g, g->side, K_MOVE, pow2, pow2, args1) ||
-            run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) || run2(g, K_NORMS, (long long)S * lv * 2 * 32, 128, 1) ||
-            (b0 + S0 < trials && batch_trials(g, b0 + S0, trials, parity ^= 1)) || side_join(g))
-            return -1;
-        /* the holes and the overflow list gone, the leaves in index order
-         * again (HG_REPACKS) */
-        if ((b0 / S0 + 1) % every == 0 && b0 + S0 < trials && repack(g, 1)) return -1;
-        mark(g, 5);
     }
     l2_window(g, 0);
     long long acc = 0;
@@ -742,14 +878,16 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
     *accepted = acc;
     stats->enclosure = g->h_status->decided[0];
     stats->chain = g->h_status->decided[1];
+    stats->refined = g->h_status->refined;
     if (g->profile) {
-        profile_phase(g, HG_PHASES - 1);
+        for (int p = 0; p < HG_PHASES; ++p) profile_phase(g, p);
         g->host->log(g->ctx, METRO_LOG_INFO,
                      "profile so far: %.4g s walks, %.4g s rules, %.4g s refined looks, %.4g s "
                      "decision chain (its exact passes and stops included; %lld stops, %.4g s), %.4g s tree updates "
                      "(the leaves' packings, and the next batch's trials and mates' terms beside them, included; "
-                     "the first batch's, beside the cycle's first packing, in none)",
-                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->stops, g->t_stops, g->phase[4]);
+                     "the first batches', beside the cycle's first packing, in none)%s",
+                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->stops, g->t_stops, g->phase[4],
+                     lead ? "; batches overlapping: the chain runs beside the next batch's refined look" : "");
     }
     return 0;
 }

@@ -14,8 +14,12 @@
  * blocks that wait for it on the other SMs; what even that leaves open
  * stops the chain for the host's reference, and the chain then resumes.
  * Then the accepted moves update the tree, and beside that update, on a
- * second stream, the next batch's trials and mates' terms are formed
- * (hier_gpu.c, batch_trials).
+ * second stream, a later batch's trials and mates' terms are formed
+ * (hier_gpu.c, batch_trials).  Batches overlap (hier_gpu.c, `lead`): the
+ * next batch is enclosed against the tree before this batch's moves, with
+ * this batch's trials among its mates, so this batch's chain runs beside
+ * the next batch's refined look; before the next chain, hg_fold adds this
+ * batch's accepted moves to the next batch's sums.
  *
  * The tree is hier_tree's: levels 1 ... L-1 keep per cell the moments,
  * here accumulated in 64-bit fixed point (exact to add and to remove, so
@@ -149,7 +153,10 @@ typedef struct hg_status {
     double preset_de;
     double exact_sum, exact_abs;
     int exact_bad;   /* the exact pass met a distance 0 or an overlap */
+    /* (the host writes back preset ... exact_bad after a stop, nothing
+     * else: the looks of the next batch may be writing what follows) */
     int err;         /* a walk's lists overflowed (HG_FRONT / HG_NEAR) */
+    long long refined; /* trials given the refined look, a running total */
 } hg_status;
 
 /* Everything the kernels read, passed by value */
@@ -160,6 +167,8 @@ typedef struct hg_args {
     int mc0;                        /* the block's order-0 moments, padded to even (hier_mslot) */
     int refine_slots;               /* the refined look's blocks the device holds at once (hg_enclose's teams) */
     int b0, S;                      /* the batch */
+    int Sp;                         /* batches overlapping (hier_gpu.c): the previous batch's size, whose
+                                     * trials are this batch's mates too (0: none) */
     float step;
     double Rt, theta, dcut, bound_scale, ksum;
     int ideal;                      /* reference = exact (DESIGN.md, "The exact chain") */
@@ -187,14 +196,17 @@ typedef struct hg_args {
     const float4 *rnd;              /* the cycle's uniforms, one float4 per particle */
     double *energy;                 /* st->d_energy */
     metro_float4 *told, *ttri;      /* the batch's old and trial positions */
+    metro_float4 *toldp, *ttrip;    /* the previous batch's (Sp > 0) */
     hg_point *pts;                  /* 2 S: trial, old */
     unsigned *front, *nearl;        /* per point: HG_FRONT x 2 and HG_NEAR scratch */
     double *corr;                   /* S x S: the change of mate j's move to k's sum, at [j S + k] */
     unsigned char *flg;             /* S x S: 1 = k's trial overlaps j's old place, 2 = j's trial */
+    double *corrx;                  /* Sp x S: as corr, the previous batch's mate i at [i S + k] */
+    unsigned char *flgx;            /* Sp x S: as flg */
     double *tabs, *tsq;             /* HG_TRI_CHUNK x S partial Σ|terms| and Σ corr² */
     int *tnA;                       /* HG_TRI_CHUNK x S partial overlap counts */
     hg_trial *tr;                   /* S */
-    double *vstate;                 /* S: the chain's sums when it stopped */
+    double *vstate;                 /* S: the chain's sums when it stopped (or the previous batch's moves, hg_fold) */
     int *nstate;                    /* 2 S: its counts */
     int *close;                     /* S: the trial is near its threshold: a refined look (hg_prep) */
     int *clist, *nclist;            /* those trials, in order, and their number */

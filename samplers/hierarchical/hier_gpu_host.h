@@ -22,9 +22,10 @@ typedef struct hier_gpu_cfg {
 
 /* Moves decided by the enclosure, by the exact pass inside the chain
  * (both running totals of the device), by the exact pass of a stopped
- * chain, by the reference on the host */
+ * chain, by the reference on the host; and the trials given the refined
+ * look (a running total of the device) */
 typedef struct hier_gpu_stats {
-    long long enclosure, chain, exact, fallback;
+    long long enclosure, chain, exact, fallback, refined;
 } hier_gpu_stats;
 
 typedef struct hier_gpu hier_gpu;

@@ -715,10 +715,10 @@ static int finish(void *self, metro_state *st)
     if (sync_state(b, st) || brush_cycles_write(&b->cyc, b->cycles, b->trials ? b->trials : b->n)) return -1;
     if (b->gpu) {
         b->host->log(b->ctx, METRO_LOG_INFO,
-                     "%lld cycles, acceptance %.4f; moves %lld: enclosure %lld, exact %lld (in the chain %lld, "
-                     "after a stop %lld), reference %lld; %.6g s building the tree, %.6g s moving (CUDA)",
+                     "%lld cycles, acceptance %.4f; moves %lld: enclosure %lld (refined look %lld), exact %lld (in the "
+                     "chain %lld, after a stop %lld), reference %lld; %.6g s building the tree, %.6g s moving (CUDA)",
                      b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, b->moves,
-                     b->gstats.enclosure, b->gstats.chain + b->gstats.exact, b->gstats.chain,
+                     b->gstats.enclosure, b->gstats.refined, b->gstats.chain + b->gstats.exact, b->gstats.chain,
                      b->gstats.exact, b->gstats.fallback, b->t_rebuild, b->t_moves);
         return 0;
     }

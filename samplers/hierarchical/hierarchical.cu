@@ -513,7 +513,8 @@ static __device__ __forceinline__ void hg_team_sync(int team, int bar)
 /* One near partner id (place b, charge bq, radius br) of the point x of a
  * moving ion of species row sa: coulomb_hs_pair's float hard-core test,
  * then its term into Sf (the reference's float energy, or in double when
- * dbl) and |z|/r into Phid.  An overlap with a mate (ids [b0, mate_hi)) is
+ * dbl) and |z|/r into Phid.  An overlap with a mate (ids [b0 - Sp, mate_hi):
+ * the batch's and, when batches overlap, the previous batch's) is
  * the chain's to count; another sets overlap (at the trial) or degenerate. */
 static __device__ __forceinline__ void hg_near(const hg_args &a, float4 x, float4 sa, float4 b, float bq, float br,
                                                int id, int mate_hi, int is_t, bool dbl, double &Sf, double &Phid,
@@ -522,7 +523,7 @@ static __device__ __forceinline__ void hg_near(const hg_args &a, float4 x, float
     const float r2 = hg_r2(x.x, x.y, x.z, b.x, b.y, b.z);
     const float dmin = __fadd_rn(sa.y, br);
     if (r2 < __fmul_rn(dmin, dmin) || r2 == 0.0f) {
-        if (id >= a.b0 && id < mate_hi) return;
+        if (id >= a.b0 - a.Sp && id < mate_hi) return;
         if (r2 != 0.0f && is_t) overlap = 1;
         else degenerate = 1;
         return;
@@ -879,26 +880,31 @@ extern "C" __global__ void hg_trials(hg_args a)
  * place (A, in the enclosure's sum) and at j's trial (B): corr[j S + k] =
  * B - A (the change to k's ΔE if j moves), flg = 1 when k's trial overlaps
  * j's old place (k is rejected while j stays), 2 when it overlaps j's
- * trial (k is rejected if j moved) */
+ * trial (k is rejected if j moved).  The mates are the batch's own (j >= 0)
+ * and, when batches overlap (Sp > 0), the previous batch's trials (j < 0,
+ * its particle Sp + j, at corrx[(Sp + j) S + k]): their decisions are not
+ * yet made when this batch is enclosed (hier_gpu.c, "overlap"). */
 extern "C" __global__ void hg_tri(hg_args a)
 {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     const int ch = blockIdx.y;
     if (k >= a.S) return;
-    const int per = (a.S + HG_TRI_CHUNK - 1) / HG_TRI_CHUNK;
-    const int j0 = ch * per, j1 = min(a.S, j0 + per);
+    const int per = (a.Sp + a.S + HG_TRI_CHUNK - 1) / HG_TRI_CHUNK;
+    const int j0 = ch * per - a.Sp, j1 = min(a.S, j0 + per);
     const float4 t = a.ttri[k], o = a.told[k];
     const float4 sa = a.prm.sp[coulomb_hs_species(o.w)];
     double abs = 0.0, sq = 0.0;
     int nA = 0;
     for (int j = j0; j < j1; ++j) {
-        const size_t at = (size_t)j * a.S + k;
+        const size_t at = (size_t)(j < 0 ? a.Sp + j : j) * a.S + k;
+        double *corr = j < 0 ? a.corrx : a.corr;
+        unsigned char *flg = j < 0 ? a.flgx : a.flg;
         if (j == k) {
-            a.corr[at] = 0.0;
-            a.flg[at] = 0;
+            corr[at] = 0.0;
+            flg[at] = 0;
             continue;
         }
-        const float4 oj = a.told[j], tj = a.ttri[j];
+        const float4 oj = j < 0 ? a.toldp[a.Sp + j] : a.told[j], tj = j < 0 ? a.ttrip[a.Sp + j] : a.ttri[j];
         const float4 sb = a.prm.sp[coulomb_hs_species(oj.w)];
         const float eto = hg_pair(sa.y, sa.z, t, oj, sb.x, sb.y), eoo = hg_pair(sa.y, sa.z, o, oj, sb.x, sb.y);
         const float ett = hg_pair(sa.y, sa.z, t, tj, sb.x, sb.y), eot = hg_pair(sa.y, sa.z, o, tj, sb.x, sb.y);
@@ -906,9 +912,9 @@ extern "C" __global__ void hg_tri(hg_args a)
         double c = 0.0;
         if (isfinite(eoo) && isfinite(eot) && !fB)
             c = ((double)ett - (double)eot) - ((fA ? 0.0 : (double)eto) - (double)eoo);
-        a.corr[at] = c;
+        corr[at] = c;
         sq += c * c;
-        a.flg[at] = (unsigned char)(fA | fB << 1);
+        flg[at] = (unsigned char)(fA | fB << 1);
         nA += fA + (isfinite(eoo) ? 0 : (1 << 20));
         abs += (fA ? 0.0 : fabs((double)eto)) + (isfinite(eoo) ? fabs((double)eoo) : 0.0) +
                (fB ? 0.0 : fabs((double)ett)) + (isfinite(eot) ? fabs((double)eot) : 0.0);
@@ -916,6 +922,49 @@ extern "C" __global__ void hg_tri(hg_args a)
     a.tabs[(size_t)ch * a.S + k] = abs;
     a.tsq[(size_t)ch * a.S + k] = sq;
     a.tnA[(size_t)ch * a.S + k] = nA;
+}
+
+/* When batches overlap: the previous batch's accepted moves (acc, its
+ * decisions) into this batch's sums before its chain, thread k: v = Σ of
+ * their corrx[i S + k], the old places they left (flg 1) and the trials
+ * they took (flg 2) that k's trial overlaps, into vstate / nstate, where
+ * the chain starts from.  Block: 32 trials (lanes) by 32 warps, warp w the
+ * previous batch's mates [32 w, 32 w + 32) in order, then the warps'
+ * sums in order: the same bits on every run. */
+extern "C" __global__ void __launch_bounds__(1024) hg_fold(hg_args a)
+{
+    __shared__ double sv[32][33];
+    __shared__ int sa_[32][33], sb_[32][33];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, k = 32 * blockIdx.x + lane;
+    double v = 0.0;
+    int left = 0, took = 0;
+    if (k < a.S) {
+        const int i1 = min(a.Sp, 32 * w + 32);
+        for (int i = 32 * w; i < i1; ++i)
+            if (a.acc[i]) {
+                const size_t at = (size_t)i * a.S + k;
+                const unsigned f = a.flgx[at];
+                v += a.corrx[at];
+                left += (int)(f & 1u);
+                took += (int)(f >> 1);
+            }
+    }
+    sv[w][lane] = v;
+    sa_[w][lane] = left;
+    sb_[w][lane] = took;
+    __syncthreads();
+    if (w == 0 && k < a.S) {
+        double s = 0.0;
+        int l = 0, t = 0;
+        for (int u = 0; u < 32; ++u) {
+            s += sv[u][lane];
+            l += sa_[u][lane];
+            t += sb_[u][lane];
+        }
+        a.vstate[k] = s;
+        a.nstate[k] = a.tr[k].nA - l;
+        a.nstate[a.S + k] = t;
+    }
 }
 
 /* Thread k: the enclosure of ΔE_k at the batch's start (hierarchical.c's
@@ -975,7 +1024,10 @@ extern "C" __global__ void hg_prep(hg_args a, int mode)
     /* the mates' float terms: the reference's summation (float) or their
      * rounding against the exact terms (exact); our running sum's */
     const double absA = r.absA;
-    const double mates = (a.ideal ? reff : a.ksum) * absA + (double)(a.S + 1) * 0x1p-53 * (fabs(r.est) + absA);
+    /* our roundings: one a mate's change added (the previous batch's in
+     * hg_fold: 32 warps' sums, then those 32 added), and est + v */
+    const double adds = (double)(a.S + (a.Sp ? a.Sp + 32 : 0) + 1);
+    const double mates = (a.ideal ? reff : a.ksum) * absA + adds * 0x1p-53 * (fabs(r.est) + absA);
     r.eps = a.bound_scale * (floor + rest + mates * (1.0 + 1e-6)) * (1.0 + 1e-9);
     r.blocked = coulomb_hs_external(&a.prm, t) != 0.0f || rt.overlap;
     r.degenerate = rt.degenerate || ro.degenerate || (nA >> 20) != 0;
@@ -1051,7 +1103,10 @@ extern "C" __global__ void hg_close_list(hg_args a)
         __syncthreads();
     }
     if (f) a.clist[sc[k] - 1] = k;
-    if (k == nt - 1) *a.nclist = sc[k];
+    if (k == nt - 1) {
+        *a.nclist = sc[k];
+        a.status->refined += sc[k];
+    }
 }
 
 /* ---- the exact pass inside the chain ----------------------------------- *
@@ -1422,9 +1477,9 @@ static __device__ __forceinline__ int hg_decide(const hg_args &a, hg_chain_smem 
     double v = 0.0; /* Σ of the accepted mates' changes */
     int nA = 0, nB = 0;
     if (in) {
-        if (from == 0) {
+        if (from == 0 && !a.Sp) {
             nA = a.tr[k].nA;
-        } else {
+        } else { /* a stop's state, or the previous batch's moves (hg_fold) */
             v = a.vstate[k];
             nA = a.nstate[k];
             nB = a.nstate[a.S + k];

@@ -15,6 +15,13 @@
  *   reproducible two CUDA runs give the same bits, energy included; so do
  *                runs whose exact passes in the chain get no helper block
  *                (the deciding warp sums every chunk) or one;
+ *   overlap      batches overlapping (a batch's chain beside the next
+ *                batch's refined look, the previous batch's trials among
+ *                its mates; the default under reference = exact, forced
+ *                here under the float one) make brush's chain, and the
+ *                same chain, bit for bit, as in order (METRO_HIER_OVERLAP=0)
+ *                and on one stream (METRO_HIER_SIDE=0), with many refined
+ *                looks and exact passes;
  *   refined look at low orders most trials get a refined look: walked by
  *                a team of warps (the default) or by one warp, the chain
  *                is the reference's, the same bits either way;
@@ -168,6 +175,43 @@ START_TEST(helpers_do_not_matter)
 }
 END_TEST
 
+START_TEST(overlap_does_not_matter)
+{
+    /* batches overlap by default under reference = exact (exact_chain);
+     * here forced under the float one, against brush's chain, in batches
+     * of 256 (3 in flight at once) */
+    setenv("METRO_HIER_OVERLAP", "1", 1);
+    same(4096, 110.0, 5, "brush", "step = 6", "batch = 256", 1);
+    /* dense, order 1: many refined looks and exact passes, and one short
+     * last batch (4000 = 15 x 256 + 160); overlapping against in order,
+     * and against one stream */
+    char ini[2048];
+    ini_electrolyte(ini, sizeof ini, 9, 4000, 110.0, "plugin = hierarchical\nstep = 6\nbatch = 256\norder = 1\norder_refine = 2");
+    chain a = run_chain(ini, "cuda", 4000, 4);
+    const char *how[2][2] = {{"METRO_HIER_OVERLAP", "0"}, {"METRO_HIER_SIDE", "0"}};
+    for (int h = 0; h < 2; ++h) {
+        setenv(how[h][0], how[h][1], 1);
+        chain b = run_chain(ini, "cuda", 4000, 4);
+        if (h == 0) setenv("METRO_HIER_OVERLAP", "1", 1);
+        else unsetenv(how[h][0]);
+        printf("N = 4000, dense, order 1/2, batch 256: %lld + %lld + %lld + %lld accepted overlapping, %lld + %lld + "
+               "%lld + %lld with %s=%s (energies %.17g, %.17g)\n",
+               a.acc[0], a.acc[1], a.acc[2], a.acc[3], b.acc[0], b.acc[1], b.acc[2], b.acc[3], how[h][0], how[h][1],
+               a.energy, b.energy);
+        ck_assert(memcmp(a.pos, b.pos, 4000 * sizeof *a.pos) == 0);
+        for (int k = 0; k < 4; ++k) ck_assert(a.acc[k] == b.acc[k]);
+        /* in order the looks see the previous batch's moves in the tree,
+         * not as mates, so the running energy adds other estimates (at
+         * order 1 as far off as their bounds allow): only the chain is
+         * compared; on one stream the bits are the same, energy included */
+        if (h == 1) ck_assert_msg(a.energy == b.energy, "running energies %.17g and %.17g", a.energy, b.energy);
+        free_chain(&b);
+    }
+    unsetenv("METRO_HIER_OVERLAP");
+    free_chain(&a);
+}
+END_TEST
+
 START_TEST(refined_look_team)
 {
     /* order 1 then 2: many trials near their threshold, each walked again
@@ -248,6 +292,7 @@ int main(void)
     tcase_add_test(tc, broken_bound_is_caught);
     tcase_add_test(tc, reproducible);
     tcase_add_test(tc, helpers_do_not_matter);
+    tcase_add_test(tc, overlap_does_not_matter);
     tcase_add_test(tc, refined_look_team);
     tcase_add_test(tc, tree_energy);
     tcase_add_test(tc, same_chain_65536);
