@@ -762,7 +762,11 @@ static int pow2_of(int S)
  * `ready` (the previous batch's chain may start); then the trials near
  * their threshold looked at again, closer (the CPU's first refinement),
  * and their rules made again.  The chain's exact passes are for what that
- * leaves open. */
+ * leaves open.  Overlapping, the previous batch's chain writes its
+ * accepted places (pos) while these walks run; the walks read pos only
+ * for the overflow list, which holds only particles moved by earlier
+ * batches since the last packing (every cycle starts with one), never the
+ * previous batch's. */
 static int looks(hier_gpu *g, int bi, int trials)
 {
     hg_args *a = &g->a;
@@ -885,7 +889,8 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
                      "profile so far: %.4g s walks, %.4g s rules, %.4g s refined looks, %.4g s "
                      "decision chain (its exact passes and stops included; %lld stops, %.4g s), %.4g s tree updates "
                      "(the leaves' packings, and the next batch's trials and mates' terms beside them, included; "
-                     "the first batches', beside the cycle's first packing, in none)%s",
+                     "the first batch's, beside the cycle's first packing, and the second's when batches overlap, "
+                     "in none)%s",
                      g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->stops, g->t_stops, g->phase[4],
                      lead ? "; batches overlapping: the chain runs beside the next batch's refined look" : "");
     }
