@@ -532,7 +532,9 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
      * the rest beside the chain: 40 blocks of 132 made a cycle 4-14%
      * faster than 66 at 2^23 and 2^20, 33 no faster than 40
      * (bench/NOTES.md) */
-    const int share = sms * 3 / 10 > HG_XCTR + 1 ? sms * 3 / 10 : HG_XCTR + 1 < sms ? HG_XCTR + 1 : sms;
+    int share = sms * 3 / 10;
+    if (share < HG_XCTR + 1) share = HG_XCTR + 1;
+    if (share > sms) share = sms;
     if (cb && *cb) g->sms = atoi(cb);
     else if (g->lead) g->sms = share;
     if (g->sms < 1) g->sms = 1;
@@ -837,10 +839,10 @@ static int update(hier_gpu *g, int bi, int next, int trials, int repack_now)
     /* hg_leaf_move is launched with this batch's view, batch_trials (last)
      * changes it */
     cudaStream_t ts = g->lead && g->side != g->s ? g->cs : g->side;
-    return mark(g, 6, g->s) || fork_to(g, g->side) || fork_to(g, ts) ||
+    return mark(g, 6, g->s) || fork_to(g, g->side) || (ts != g->side && fork_to(g, ts)) ||
            launch(g, g->side, K_MOVE, pow2_of(S), pow2_of(S), args1) ||
            run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) || run2(g, K_NORMS, (long long)S * lv * 2 * 32, 128, 1) ||
-           batch_trials(g, next, trials, ts) || join_from(g, g->side) || join_from(g, ts) ||
+           batch_trials(g, next, trials, ts) || join_from(g, g->side) || (ts != g->side && join_from(g, ts)) ||
            (repack_now && repack(g, 1)) || mark(g, 7, g->s);
 }
 

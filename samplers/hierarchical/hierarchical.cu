@@ -934,7 +934,7 @@ extern "C" __global__ void hg_tri(hg_args a)
 extern "C" __global__ void __launch_bounds__(1024) hg_fold(hg_args a)
 {
     __shared__ double sv[32][33];
-    __shared__ int sa_[32][33], sb_[32][33];
+    __shared__ int sleft[32][33], stook[32][33];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, k = 32 * blockIdx.x + lane;
     double v = 0.0;
     int left = 0, took = 0;
@@ -950,16 +950,16 @@ extern "C" __global__ void __launch_bounds__(1024) hg_fold(hg_args a)
             }
     }
     sv[w][lane] = v;
-    sa_[w][lane] = left;
-    sb_[w][lane] = took;
+    sleft[w][lane] = left;
+    stook[w][lane] = took;
     __syncthreads();
     if (w == 0 && k < a.S) {
         double s = 0.0;
         int l = 0, t = 0;
         for (int u = 0; u < 32; ++u) {
             s += sv[u][lane];
-            l += sa_[u][lane];
-            t += sb_[u][lane];
+            l += sleft[u][lane];
+            t += stook[u][lane];
         }
         a.vstate[k] = s;
         a.nstate[k] = a.tr[k].nA - l;
