@@ -21,12 +21,14 @@ static const char *const kernel_names[HG_N_KERNELS] = {
 enum { K_MOM, K_NORMS, K_COUNT, K_SCAN, K_FILL, K_SORT, K_MOVE, K_ENCLOSE, K_TRIALS, K_TRI, K_PREP, K_CHAIN, K_EXACT,
        K_DECIDE, K_CLIST, K_TSUM, K_FOLD };
 
-/* the profile's phases (walks, rules, refined looks, chain, update), each
- * between two events: looks' and update's on the main stream, the
- * chain's on its own */
-#define HG_PHASES 5
+/* the profile's phases (walks, rules, refined looks, chain, update, and
+ * the main stream's wait from a batch's looks to the next update on the
+ * main stream: for the chain, or for the host that launches the update
+ * once the chain has ended), each between two events: looks' and
+ * update's on the main stream, the chain's on its own */
+#define HG_PHASES 6
 #define HG_EVENTS 8
-static const int phase_ev[HG_PHASES][2] = {{0, 1}, {1, 2}, {2, 3}, {4, 5}, {6, 7}};
+static const int phase_ev[HG_PHASES][2] = {{0, 1}, {1, 2}, {2, 3}, {4, 5}, {6, 7}, {3, 6}};
 
 struct hier_gpu {
     const metro_host_api *host;
@@ -45,19 +47,26 @@ struct hier_gpu {
      * lead = 0, everything in order).  Batch k's chain needs only its own
      * looks, and batch k + 1's looks need only the tree without batch k's
      * moves, if batch k's trials are among k + 1's mates (hg_tri's j < 0,
-     * hg_fold): so batch k + 1's first look runs before batch k's chain,
-     * and batch k's chain, on its own stream cs, beside batch k + 1's
-     * refined look (the event `ready`: k + 1's rules are made).  Three
-     * batches are in flight (k's update, k + 1's looks, k + 2's trials),
-     * so the trials' buffers rotate over three, and the rules and the
-     * mates' terms alternate between two.  lead = 0: cs is the main stream. */
+     * hg_fold): so batch k's chain, on its own stream cs, starts once its
+     * looks are done (the event ready[k & 1]) and runs beside batch k - 1's
+     * update and batch k + 1's looks, on one SM: its launch is the deciding
+     * block alone, and a trial it leaves open stops it for the exact pass
+     * on the whole device (xhost), so that the walks keep the other SMs.
+     * Three batches are in flight (k's chain, k + 1's looks, k + 2's
+     * trials), so the trials' buffers rotate over three, and the rules,
+     * the mates' terms and the decisions with their energy changes
+     * alternate between two (batch k's update reads them while batch k +
+     * 1's chain makes its own).  A packing of the leaves reads every
+     * position, so the chain after it waits for it (pack_ev).
+     * lead = 0: cs is the main stream. */
     int lead;
     cudaStream_t cs;
-    cudaEvent_t ready_ev;
+    cudaEvent_t ready_ev[2], pack_ev;
     metro_float4 *told[3], *ttri[3];
     hg_trial *tr[2];
     double *corr[2], *corrx[2];
-    unsigned char *flg[2], *flgx[2];
+    unsigned char *flg[2], *flgx[2], *acc[2];
+    double *dE[2];
     void *k[HG_N_KERNELS];
     hg_args a;
     int nleaves;
@@ -129,7 +138,9 @@ void hier_gpu_free(hier_gpu *g)
     for (int i = 0; g->profile && i < 2; ++i) cudaEventDestroy(g->sev[i]);
     if (g->fork_ev) cudaEventDestroy(g->fork_ev);
     if (g->join_ev) cudaEventDestroy(g->join_ev);
-    if (g->ready_ev) cudaEventDestroy(g->ready_ev);
+    for (int i = 0; i < 2; ++i)
+        if (g->ready_ev[i]) cudaEventDestroy(g->ready_ev[i]);
+    if (g->pack_ev) cudaEventDestroy(g->pack_ev);
     if (g->side != g->s) cudaStreamDestroy(g->side);
     if (g->cs && g->cs != g->s) cudaStreamDestroy(g->cs);
     free(g);
@@ -412,11 +423,11 @@ static void allocate(hier_gpu *g, int *bad)
     for (int i = 0; i < 2; ++i) g->tr[i] = dalloc(g, (size_t)S * sizeof(hg_trial), bad);
     a->vstate = dalloc(g, (size_t)S * sizeof(double), bad);
     a->nstate = dalloc(g, 2 * (size_t)S * sizeof(int), bad);
-    a->dE = dalloc(g, (size_t)S * sizeof(double), bad);
+    for (int i = 0; i < 2; ++i) g->dE[i] = dalloc(g, (size_t)S * sizeof(double), bad);
     a->close = dalloc(g, (size_t)S * sizeof(int), bad);
     a->clist = dalloc(g, (size_t)S * sizeof(int), bad);
     a->nclist = dalloc(g, sizeof(int), bad);
-    a->acc = dalloc(g, (size_t)S, bad);
+    for (int i = 0; i < 2; ++i) g->acc[i] = dalloc(g, (size_t)S, bad);
     a->xpart = dalloc(g, 2 * HG_EXACT_BLOCKS * sizeof(double), bad);
     a->xbad = dalloc(g, HG_EXACT_BLOCKS * sizeof(int), bad);
     a->xjob = dalloc(g, HG_XCTR * sizeof(unsigned long long), bad);
@@ -457,19 +468,22 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     g->s = (cudaStream_t)host->stream(ctx);
     g->side = g->s;
     /* Batches overlap under reference = exact (METRO_HIER_OVERLAP=1 or 0
-     * forces it either way): there a chain has a few exact passes, and
-     * fewer helpers cost little; the float reference's floor leaves ~10
-     * a batch at 2^23, which the overlap's 30% of the SMs made 1.8x
-     * slower a cycle (bench/NOTES.md).  The chain's stream is of the
-     * highest priority: its launch's blocks (the deciding one first) take
-     * their SMs before the refined look's. */
+     * forces it either way): there a chain has a few exact passes, each a
+     * stop for the host's launch of hg_exact; the float reference's floor
+     * leaves ~10 a batch at 2^23, which want the helpers inside the chain
+     * and every SM for them (an overlap that kept 30% of the SMs for the
+     * chain made a cycle 1.8x slower there: bench/NOTES.md).  The chain's
+     * stream is of the highest priority: its block and its exact passes'
+     * take SMs before the walks' waiting blocks do. */
     const char *ov = getenv("METRO_HIER_OVERLAP");
     g->lead = ov && *ov ? strcmp(ov, "0") != 0 : cfg->ideal;
     g->cs = g->lead ? NULL : g->s;
     int prio_lo = 0, prio_hi = 0;
     if (g->lead && (cu(g, cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi), "the streams' priorities") ||
                     cu(g, cudaStreamCreateWithPriority(&g->cs, cudaStreamNonBlocking, prio_hi), "creating a stream") ||
-                    cu(g, cudaEventCreateWithFlags(&g->ready_ev, cudaEventDisableTiming), "creating an event"))) {
+                    cu(g, cudaEventCreateWithFlags(&g->ready_ev[0], cudaEventDisableTiming), "creating an event") ||
+                    cu(g, cudaEventCreateWithFlags(&g->ready_ev[1], cudaEventDisableTiming), "creating an event") ||
+                    cu(g, cudaEventCreateWithFlags(&g->pack_ev, cudaEventDisableTiming), "creating an event"))) {
         hier_gpu_free(g);
         return -1;
     }
@@ -525,19 +539,15 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
         bad = 1;
     const int sms = g->sms; /* the device's own count, whatever the chain's launch uses */
     /* METRO_HIER_CHAIN_BLOCKS=B (tests): B blocks in the chain's launch,
-     * 1 = no helper, so the deciding warp sums every chunk itself */
+     * 1 = no helper, so the deciding warp sums every chunk itself.
+     * Batches overlapping, the deciding block alone: helpers would hold
+     * SMs (each block of S threads fills one's registers) that the first
+     * look's one wave needs (bench/NOTES.md) */
     const char *cb = getenv("METRO_HIER_CHAIN_BLOCKS");
-    /* batches overlapping, 30% of the SMs (but at least a helper for each
-     * of the HG_XCTR counters), so that the next batch's refined look has
-     * the rest beside the chain: 40 blocks of 132 made a cycle 4-14%
-     * faster than 66 at 2^23 and 2^20, 33 no faster than 40
-     * (bench/NOTES.md) */
-    int share = sms * 3 / 10;
-    if (share < HG_XCTR + 1) share = HG_XCTR + 1;
-    if (share > sms) share = sms;
-    if (cb && *cb) g->sms = atoi(cb);
-    else if (g->lead) g->sms = share;
+    if (g->lead) g->sms = 1;
+    else if (cb && *cb) g->sms = atoi(cb);
     if (g->sms < 1) g->sms = 1;
+    a->xhost = g->lead;
     if (!bad) l2_setup(g, dev);
     /* METRO_HIER_REFINE_WARPS=W: W warps walk each point of the refined
      * look (1: one, as every other walk) */
@@ -734,6 +744,9 @@ static void view(hier_gpu *g, int bi, int trials)
     a->flg = g->flg[bi & 1];
     a->corrx = g->corrx[bi & 1];
     a->flgx = g->flgx[bi & 1];
+    a->acc = g->acc[bi & 1];
+    a->accp = g->acc[(bi + 1) & 1];
+    a->dE = g->dE[bi & 1];
 }
 
 /* Batch bi's trials and mates' terms (hg_trials, hg_tri) on stream `on`
@@ -760,11 +773,11 @@ static int pow2_of(int S)
 }
 
 /* Batch bi's looks on the main stream: the first look (every trial and
- * old place) and the rules (hg_prep); then, batches overlapping, the event
- * `ready` (the previous batch's chain may start); then the trials near
- * their threshold looked at again, closer (the CPU's first refinement),
- * and their rules made again.  The chain's exact passes are for what that
- * leaves open.  Overlapping, the previous batch's chain writes its
+ * old place) and the rules (hg_prep); then the trials near their
+ * threshold looked at again, closer (the CPU's first refinement), and
+ * their rules made again; then, batches overlapping, the event ready[bi &
+ * 1] (batch bi's chain may start).  The chain's exact passes are for what
+ * that leaves open.  Overlapping, the previous batch's chain writes its
  * accepted places (pos) while these walks run; the walks read pos only
  * for the overflow list, which holds only particles moved by earlier
  * batches since the last packing (every cycle starts with one), never the
@@ -775,19 +788,20 @@ static int looks(hier_gpu *g, int bi, int trials)
     view(g, bi, trials);
     const int S = a->S;
     profile_renew(g, 0, 2);
+    profile_phase(g, 5); /* before its first event is recorded again */
     return mark(g, 0, g->s) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1, g->s) ||
            run2(g, K_PREP, S, 256, 0) || mark(g, 2, g->s) ||
-           (g->lead && cu(g, cudaEventRecord(g->ready_ev, g->s), "recording an event")) ||
            (g->cfg.refine > 0 && (run1(g, K_CLIST, pow2_of(S), pow2_of(S)) ||
                                   run2(g, K_ENCLOSE, 2LL * S * 32 * g->team, 32 * g->team, HG_WALK_REFINE) ||
                                   run2(g, K_PREP, S, 256, 1))) ||
-           mark(g, 3, g->s);
+           mark(g, 3, g->s) || (g->lead && cu(g, cudaEventRecord(g->ready_ev[bi & 1], g->s), "recording an event"));
 }
 
-/* Batch bi's chain on its stream (batches overlapping: after the event
- * `ready`, and the previous batch's moves first added into its sums,
- * hg_fold): the decisions, resumed after each stop for the host's
- * reference.  Returns once the batch is decided. */
+/* Batch bi's chain on its stream (batches overlapping: after its looks,
+ * the event ready[bi & 1], and the previous batch's moves first added into
+ * its sums, hg_fold): the decisions, resumed after each stop for the
+ * exact pass (overlapping, every trial the looks leave open) or the
+ * host's reference.  Returns once the batch is decided. */
 static int chain(hier_gpu *g, metro_state *st, int bi, int trials, hier_gpu_stats *stats)
 {
     hg_args *a = &g->a;
@@ -797,7 +811,8 @@ static int chain(hier_gpu *g, metro_state *st, int bi, int trials, hier_gpu_stat
     void *cargs[2] = {a, &from}, *args1[1] = {a};
     dim3 chain_grid = {(unsigned)g->sms, 1, 1}, chain_blk = {(unsigned)((S + 31) / 32 * 32), 1, 1};
     profile_renew(g, 3, 3);
-    if ((g->lead && cu(g, cudaStreamWaitEvent(g->cs, g->ready_ev, 0), "waiting for an event")) || mark(g, 4, g->cs) ||
+    if ((g->lead && cu(g, cudaStreamWaitEvent(g->cs, g->ready_ev[bi & 1], 0), "waiting for an event")) ||
+        mark(g, 4, g->cs) ||
         (a->Sp && launch(g, g->cs, K_FOLD, (long long)((S + 31) / 32) * 1024, 1024, args1)))
         return -1;
     for (;;) {
@@ -825,10 +840,11 @@ static int chain(hier_gpu *g, metro_state *st, int bi, int trials, hier_gpu_stat
 /* Batch bi's update of the tree after its chain: the moments on the main
  * stream, and beside them on the side stream its leaves' moves and batch
  * `next`'s trials and mates' terms (overlapping, those on the chain's
- * stream, idle now: hg_tri's twice as many mates outlasted the moments
- * after the leaves' moves); then, where due, the leaves packed afresh (the
- * holes and the overflow list gone, the leaves in index order again:
- * HG_REPACKS) */
+ * stream, before the next chain: hg_tri's twice as many mates outlasted
+ * the moments after the leaves' moves); then, where due, the leaves
+ * packed afresh (the holes and the overflow list gone, the leaves in
+ * index order again: HG_REPACKS), which the next chain, writing places,
+ * waits for */
 static int update(hier_gpu *g, int bi, int next, int trials, int repack_now)
 {
     hg_args *a = &g->a;
@@ -836,20 +852,27 @@ static int update(hier_gpu *g, int bi, int next, int trials, int repack_now)
     const int S = a->S, lv = a->L > 1 ? a->L - 1 : 0;
     void *args1[1] = {a};
     profile_renew(g, 4, 4);
+    profile_phase(g, 5);
     /* hg_leaf_move is launched with this batch's view, batch_trials (last)
      * changes it */
     cudaStream_t ts = g->lead && g->side != g->s ? g->cs : g->side;
-    return mark(g, 6, g->s) || fork_to(g, g->side) || (ts != g->side && fork_to(g, ts)) ||
+    mark(g, 6, g->s);
+    g->pending[5] = g->profile; /* the looks' end (event 3) to here */
+    return fork_to(g, g->side) || (ts != g->side && fork_to(g, ts)) ||
            launch(g, g->side, K_MOVE, pow2_of(S), pow2_of(S), args1) ||
            run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) || run2(g, K_NORMS, (long long)S * lv * 2 * 32, 128, 1) ||
            batch_trials(g, next, trials, ts) || join_from(g, g->side) || (ts != g->side && join_from(g, ts)) ||
-           (repack_now && repack(g, 1)) || mark(g, 7, g->s);
+           (repack_now && (repack(g, 1) ||
+                           (g->lead && (cu(g, cudaEventRecord(g->pack_ev, g->s), "recording an event") ||
+                                        cu(g, cudaStreamWaitEvent(g->cs, g->pack_ev, 0), "waiting for an event"))))) ||
+           mark(g, 7, g->s);
 }
 
 /* A cycle as batches of S0 = batch moves.  In order (lead 0): batch k's
- * looks, its chain, its update.  Overlapping (lead 1): batch k + 1's first
- * look runs before batch k's chain, which runs beside batch k + 1's refined
- * look; the update of batch k then comes before batch k + 2's looks. */
+ * looks, its chain, its update.  Overlapping (lead 1): the main stream
+ * runs batch k - 1's update, batch k + 1's looks, batch k's update, ...,
+ * and batch k's chain runs beside the first two, from the end of its own
+ * looks. */
 int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hier_gpu_stats *stats,
                    long long *accepted)
 {
@@ -868,8 +891,6 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
                             looks(g, 1, trials))))
         return -1;
     for (int bi = 0; bi < nb; ++bi) {
-        /* the last batch's chain waits for its own looks */
-        if (lead && bi + 1 >= nb && cu(g, cudaEventRecord(g->ready_ev, g->s), "recording an event")) return -1;
         const int next = bi + 1 + lead;
         if (chain(g, st, bi, trials, stats) || update(g, bi, next, trials, (bi + 1) % every == 0 && bi + 1 < nb) ||
             (next < nb && looks(g, next, trials)))
@@ -892,9 +913,11 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
                      "decision chain (its exact passes and stops included; %lld stops, %.4g s), %.4g s tree updates "
                      "(the leaves' packings, and the next batch's trials and mates' terms beside them, included; "
                      "the first batch's, beside the cycle's first packing, and the second's when batches overlap, "
-                     "in none)%s",
-                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->stops, g->t_stops, g->phase[4],
-                     lead ? "; batches overlapping: the chain runs beside the next batch's refined look" : "");
+                     "in none), %.4g s between looks and update (the main stream waiting for the chain or the "
+                     "host)%s",
+                     g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->stops, g->t_stops, g->phase[4], g->phase[5],
+                     lead ? "; batches overlapping: a batch's chain runs beside the previous batch's update and the next "
+                            "batch's looks" : "");
     }
     return 0;
 }

@@ -18,8 +18,9 @@
  * (hier_gpu.c, batch_trials).  Batches overlap (hier_gpu.c, `lead`): the
  * next batch is enclosed against the tree before this batch's moves, with
  * this batch's trials among its mates, so this batch's chain runs beside
- * the next batch's refined look; before the next chain, hg_fold adds this
- * batch's accepted moves to the next batch's sums.
+ * the previous batch's update and the next batch's looks, its deciding
+ * block alone, its exact passes at stops; before the next chain, hg_fold
+ * adds this batch's accepted moves to the next batch's sums.
  *
  * The tree is hier_tree's: levels 1 ... L-1 keep per cell the moments,
  * here accumulated in 64-bit fixed point (exact to add and to remove, so
@@ -172,6 +173,9 @@ typedef struct hg_args {
     float step;
     double Rt, theta, dcut, bound_scale, ksum;
     int ideal;                      /* reference = exact (DESIGN.md, "The exact chain") */
+    int xhost;                      /* a trial the enclosure leaves open stops the chain for the exact pass
+                                     * on the whole device (hg_exact) rather than the chain's helpers: batches
+                                     * overlapping, the chain is its deciding block alone (hier_gpu.c) */
     double xpath, spath;            /* reference = exact: the summation heights of the chain's and a stop's exact passes */
     double close_sig;               /* hg_prep's margin for a refined look, in the mates' sigmas */
     double theta_refine;            /* the refined look's opening parameter (HG_THETA_REFINE_EXACT) */
@@ -210,8 +214,10 @@ typedef struct hg_args {
     int *nstate;                    /* 2 S: its counts */
     int *close;                     /* S: the trial is near its threshold: a refined look (hg_prep) */
     int *clist, *nclist;            /* those trials, in order, and their number */
-    double *dE;                     /* S: each accepted move's energy change */
-    unsigned char *acc;             /* S: decisions */
+    double *dE;                     /* S: each accepted move's energy change (two buffers, as acc) */
+    unsigned char *acc;             /* S: decisions (two buffers by the batch's parity: batches overlapping,
+                                     * the next chain decides while this batch's update reads them) */
+    unsigned char *accp;            /* the previous batch's (hg_fold) */
     double *xpart;                  /* 2 HG_EXACT_BLOCKS partial sums of the exact pass */
     int *xbad;                      /* HG_EXACT_BLOCKS */
     /* the chain's exact pass: per counter (group) the job, epoch (20 bits)

@@ -941,7 +941,7 @@ extern "C" __global__ void __launch_bounds__(1024) hg_fold(hg_args a)
     if (k < a.S) {
         const int i1 = min(a.Sp, 32 * w + 32);
         for (int i = 32 * w; i < i1; ++i)
-            if (a.acc[i]) {
+            if (a.accp[i]) {
                 const size_t at = (size_t)i * a.S + k;
                 const unsigned f = a.flgx[at];
                 v += a.corrx[at];
@@ -1638,7 +1638,8 @@ static __device__ __noinline__ void hg_chain_end(const hg_args *a, unsigned epoc
  * its exact pass here (hg_xpass, its chunk's warp with the helper blocks),
  * and the decisions go on after it as after a stop.  What even the exact
  * pass leaves open stops the chain (its state kept in vstate / nstate) for
- * the host's reference. */
+ * the host's reference; with xhost every trial the enclosure leaves open
+ * stops it (the host's exact pass, hg_exact, then the reference). */
 extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid_constant__ hg_args a, int from)
 {
     __shared__ hg_chain_smem sm;
@@ -1664,7 +1665,7 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
     int stop;
     for (;;) {
         stop = hg_decide(a, sm);
-        if (stop >= a.S) break;
+        if (stop >= a.S || a.xhost) break;
         hg_open(&a, epoch, stop, &sm);
         __syncthreads();
         if (sm.preset == 2) break;

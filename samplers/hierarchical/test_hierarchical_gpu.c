@@ -15,10 +15,12 @@
  *   reproducible two CUDA runs give the same bits, energy included; so do
  *                runs whose exact passes in the chain get no helper block
  *                (the deciding warp sums every chunk) or one;
- *   overlap      batches overlapping (a batch's chain beside the next
- *                batch's refined look, the previous batch's trials among
- *                its mates; the default under reference = exact, forced
- *                here under the float one) make brush's chain, and the
+ *   overlap      batches overlapping (a batch's chain, its deciding block
+ *                alone, its exact passes at stops, beside the previous
+ *                batch's update and the next batch's looks, the previous
+ *                batch's trials among its mates; the default under
+ *                reference = exact, forced here under the float one, with
+ *                its many exact passes) make brush's chain, and the
  *                same chain, bit for bit, as in order (METRO_HIER_OVERLAP=0)
  *                and on one stream (METRO_HIER_SIDE=0), with many refined
  *                looks and exact passes;
