@@ -48,8 +48,9 @@ struct hier_gpu {
      * looks, and batch k + 1's looks need only the tree without batch k's
      * moves, if batch k's trials are among k + 1's mates (hg_tri's j < 0,
      * hg_fold): so batch k's chain, on its own stream cs, starts once its
-     * looks are done (the event ready[k & 1]) and runs beside batch k - 1's
-     * update and batch k + 1's looks, on one SM: its launch is the deciding
+     * looks are done (the event ready[k & 1]) and batch k + 1's trials,
+     * formed before it on cs beside batch k - 1's update, and runs beside
+     * that update and batch k + 1's looks, on one SM: its launch is the deciding
      * block alone, and a trial it leaves open stops it for the exact pass
      * on the whole device (xhost), so that the walks keep the other SMs.
      * Three batches are in flight (k's chain, k + 1's looks, k + 2's
@@ -90,6 +91,7 @@ struct hier_gpu {
     int profile;
     cudaEvent_t ev[HG_EVENTS], sev[2];
     int pending[HG_PHASES]; /* a phase's events recorded and not yet added */
+    int looked;             /* looks recorded event 3 since the last update (phase 5's start) */
     double phase[HG_PHASES], t_stops;
     long long stops;
     long long cycle; /* the run's cycle under way (1, 2, ...): for messages */
@@ -789,6 +791,7 @@ static int looks(hier_gpu *g, int bi, int trials)
     const int S = a->S;
     profile_renew(g, 0, 2);
     profile_phase(g, 5); /* before its first event is recorded again */
+    g->looked = 1;
     return mark(g, 0, g->s) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1, g->s) ||
            run2(g, K_PREP, S, 256, 0) || mark(g, 2, g->s) ||
            (g->cfg.refine > 0 && (run1(g, K_CLIST, pow2_of(S), pow2_of(S)) ||
@@ -857,7 +860,10 @@ static int update(hier_gpu *g, int bi, int next, int trials, int repack_now)
      * changes it */
     cudaStream_t ts = g->lead && g->side != g->s ? g->cs : g->side;
     mark(g, 6, g->s);
-    g->pending[5] = g->profile; /* the looks' end (event 3) to here */
+    /* the looks' end (event 3) to here; overlapping, the cycle's last
+     * update follows the one before it, not looks: no wait to count */
+    g->pending[5] = g->profile && g->looked;
+    g->looked = 0;
     return fork_to(g, g->side) || (ts != g->side && fork_to(g, ts)) ||
            launch(g, g->side, K_MOVE, pow2_of(S), pow2_of(S), args1) ||
            run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) || run2(g, K_NORMS, (long long)S * lv * 2 * 32, 128, 1) ||

@@ -31,8 +31,8 @@
  *                decisions test_hierarchical audits against the
  *                long-double sum), dense at N = 4096, at the paper's
  *                density at 65,536, and coarse (exact passes in double
- *                inside the chain and at stops, in batches of 64); without
- *                a bound it parts;
+ *                at stops, and in order inside the chain, in batches of
+ *                64); without a bound it parts;
  *   numbering    numbered along space ([system] numbering = space) the
  *                sampler warns that CUDA runs slower so; as placed it does
  *                not. */
@@ -253,6 +253,12 @@ START_TEST(exact_chain)
     same(4096, 110.0, 20, "hierarchical", "step = 6\nreference = exact", "", 1);
     same(2048, 90.0, 10, "hierarchical", "step = 6\nreference = exact\norder = 1\norder_refine = 1\ntheta = 0.8\nrefine = 0",
          "batch = 64", 1);
+    /* the same in order: the exact passes inside the chain, from its
+     * helper blocks (overlapping, each is a stop for the whole device's) */
+    setenv("METRO_HIER_OVERLAP", "0", 1);
+    same(2048, 90.0, 10, "hierarchical", "step = 6\nreference = exact\norder = 1\norder_refine = 1\ntheta = 0.8\nrefine = 0",
+         "batch = 64", 1);
+    unsetenv("METRO_HIER_OVERLAP");
     same(65536, 598.0 * cbrt(16.0), 5, "hierarchical", "step = 0\nreference = exact", "", 1);
     ck_assert_msg(same(4096, 110.0, 5, "hierarchical", "step = 6\nreference = exact", "bound_scale = 0\nrefine = 0", 0),
                   "with no error bound the exact CUDA chain still equals the CPU's: the comparison cannot fail");
