@@ -21,6 +21,8 @@
 #       brush takes BRUSH_SWEEPS, default 1, above 2^20; NO_BRUSH=1 skips
 #       it), the fraction of moves the enclosure alone decided, the exact
 #       passes and the host's stops of each, the ratios
+#       (2^16 ... 2^23 take ~320 s on an H100, brush's 2^23 run ~150 s
+#       of it: with a device call's 600 s limit, a call of their own)
 #   scripts/gpu.sh bash bench/gpu_hier.sh numbering N...  reference = exact
 #       from the same placement numbered as placed and along a Z-order
 #       curve ([system] numbering = space): seconds per cycle (SWEEPS,
