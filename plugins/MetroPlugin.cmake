@@ -39,7 +39,10 @@ function(metro_device_ir target symbol)
   set(srcs ${ARGN})
   set(fatbin ${CMAKE_CURRENT_BINARY_DIR}/${target}.fatbin)
   set(cfile ${CMAKE_CURRENT_BINARY_DIR}/${target}_ir.c)
-  file(GLOB hdrs ${METRO_INCLUDE_DIR}/metro/*.h ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
+  # the device file's headers and the parts it includes (a .h beside it):
+  # looked for again at every build, so that a part added later is a
+  # dependency without configuring again
+  file(GLOB hdrs CONFIGURE_DEPENDS ${METRO_INCLUDE_DIR}/metro/*.h ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
   set(abs)
   foreach(s ${srcs})
     get_filename_component(a ${s} ABSOLUTE)

@@ -237,7 +237,7 @@ static size_t units_of(const hg_args *a)
     return (size_t)(a->L > 1 ? a->L : 1) * 2 * (size_t)a->fstride;
 }
 
-/* The packed leaves' places: hg_leaf_scan (hierarchical.cu) gives a leaf of
+/* The packed leaves' places: hg_leaf_scan (hier_dev_tree.h) gives a leaf of
  * k particles k + k/2 + 8, at most this in all, with some to spare */
 static size_t packed_of(int n, int nleaves)
 {
@@ -255,7 +255,7 @@ static void geometry(hier_gpu *g, int n)
     a->L = cfg->L;
     a->pm = cfg->order_hi + HIER_EXTRA;
     a->ncoef = (a->pm + 1) * (a->pm + 1);
-    /* the rounding bounds of the two looks (hierarchical.cu, hg_finalize),
+    /* the rounding bounds of the two looks (hier_dev_tree.h, hg_finalize),
      * beside K: a far cell reads them with its truncation bound */
     a->roff = 1 + (a->pm + 2);
     a->doff = a->roff + 2;

@@ -66,7 +66,7 @@
 /* Blocks of the exact pass after a stop (their partial sums are added in
  * order) */
 #define HG_EXACT_BLOCKS 264
-/* The exact pass inside the chain (hierarchical.cu, hg_xpass): the
+/* The exact pass inside the chain (hier_dev_chain.h, hg_xpass): the
  * particles in at most HG_XCHUNKS chunks of a multiple of 128 (at least
  * 256), each summed by one warp in a fixed order; the chunks handed out
  * in HG_XCTR groups, each by its own counter (one per lane of the

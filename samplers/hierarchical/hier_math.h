@@ -438,7 +438,7 @@ METRO_HD int hier_decide(double de, double eps, double T, double dT)
 }
 
 /* The CUDA chain's decisions fixed before a chunk's earlier ones are
- * known (hierarchical.cu, hg_decide; DESIGN.md, "The GPU path").  A
+ * known (hier_dev_chain.h, hg_decide; DESIGN.md, "The GPU path").  A
  * trial's running sum will be v plus the changes c of those of its chunk's
  * earlier mates that are accepted, added one by one in index order.
  * hier_chunk_add gathers, over those mates, lo = Σ min(c, 0), hi =

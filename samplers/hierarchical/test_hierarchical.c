@@ -231,7 +231,7 @@ START_TEST(rounding_lemma)
 END_TEST
 
 /* The CUDA chain's fixed decisions (hier_chunk_add, hier_chunk_range,
- * hier_rule_fixed; hierarchical.cu, hg_decide): for random chunks of up
+ * hier_rule_fixed; hier_dev_chain.h, hg_decide): for random chunks of up
  * to 31 earlier mates' changes, of magnitudes from 10^-6 to 10^2 times the
  * running sum's (and sums of 0, and changes that cancel it), every subset
  * of accepted mates added one by one in index order, as the chain adds
