@@ -23,6 +23,13 @@
 #       passes and the host's stops of each, the ratios
 #       (2^16 ... 2^23 take ~320 s on an H100, brush's 2^23 run ~150 s
 #       of it: with a device call's 600 s limit, a call of their own)
+#   scripts/gpu.sh bash bench/gpu_hier.sh refined N...  where the refined
+#       look's time goes (reference = exact, order 8, METRO_HIER_PROFILE=1):
+#       in order and overlapping, each with its default teams and with
+#       METRO_HIER_REFINE_SLOTS=S (default 50: smaller teams) and =100000
+#       (one team of 16 a point, in waves): seconds per cycle (SWEEPS,
+#       default 2), refined trials and µs a batch of the refined look and
+#       of the first look
 #   scripts/gpu.sh bash bench/gpu_hier.sh numbering N...  reference = exact
 #       from the same placement numbered as placed and along a Z-order
 #       curve ([system] numbering = space): seconds per cycle (SWEEPS,
@@ -42,6 +49,15 @@ export METRO_CACHE_DIR=/tmp/metro-cache
 # alone, not the closing energy check, checkpoint and results, which take
 # seconds at 2^23), over SWEEPS
 sampling() { grep -osE 'sampling [0-9.e+-]+ s' "$1" | awk -v s=$2 '{print $2/s}'; }
+# refined trials a batch, the refined look's and the first look's µs a
+# batch: from the last profile line of a run's output ($1) and its log ($2)
+refined_row() {
+  local nb=$(grep -sE 'hierarchical: [0-9]+ cycles' "$2" | sed -E 's/.*moves ([0-9]+).*/\1/')
+  local rt=$(grep -sE 'hierarchical: [0-9]+ cycles' "$2" | sed -E 's/.*refined look ([0-9]+).*/\1/')
+  local pr=$(grep -ohE 'profile so far: [0-9.e+-]+ s walks, [0-9.e+-]+ s rules, [0-9.e+-]+ s refined' "$1" | tail -1)
+  echo "${pr:-none}" | awk -v m=${nb:-0} -v r=${rt:-0} -v b=${BATCH:-1024} '{nb = m / b;
+    if (nb > 0 && NF >= 10) printf "%.1f | %.0f | %.0f", r / nb, $10 / nb * 1e6, $4 / nb * 1e6; else printf "nan | nan | nan"}'
+}
 case "$mode" in
 tests)
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -110,6 +126,28 @@ energy = $how" > /tmp/t_s.ini
       [ $how = direct ] && ec="(direct)"
       e0=$(grep -oE 'replica 0: E = [0-9.e+-]+' /tmp/t_s/log.txt | awk '{print $5}')
       echo "| $n | $how | $pl | $ie | $tb | $ec | $w | ${e0:-} |"
+    done
+  done
+  ;;
+refined)
+  shift
+  echo "| N | batches | METRO_HIER_REFINE_SLOTS | sampling s/cycle | refined trials a batch | refined look µs a batch | first look µs a batch |"
+  echo "|---|---|---|---|---|---|---|"
+  for n in "$@"; do
+    for ov in 0 1; do
+      for slots in default ${SLOTS:-50} 100000; do
+        ini $n hierarchical ${SWEEPS:-2} "reference = exact
+order = 8
+${EXTRA:-}" > /tmp/t_r.ini
+        rm -rf /tmp/t_r
+        tag=${ov}_${slots}_$n
+        envs=(METRO_HIER_OVERLAP=$ov METRO_HIER_PROFILE=1)
+        [ $slots = default ] || envs+=(METRO_HIER_REFINE_SLOTS=$slots)
+        env "${envs[@]}" timeout 300 build-gpu/bin/metro run /tmp/t_r.ini --output /tmp/t_r --overwrite > $logs/refined_$tag.txt 2>&1
+        cp /tmp/t_r/log.txt $logs/log_refined_$tag.txt 2>/dev/null
+        t=$(sampling /tmp/t_r/log.txt ${SWEEPS:-2})
+        echo "| $n | $([ $ov = 1 ] && echo overlapping || echo "in order") | $slots | ${t:-nan} | $(refined_row $logs/refined_$tag.txt /tmp/t_r/log.txt) |"
+      done
     done
   done
   ;;
