@@ -49,11 +49,13 @@ export METRO_CACHE_DIR=/tmp/metro-cache
 # alone, not the closing energy check, checkpoint and results, which take
 # seconds at 2^23), over SWEEPS
 sampling() { grep -osE 'sampling [0-9.e+-]+ s' "$1" | awk -v s=$2 '{print $2/s}'; }
+# the count after WHAT (moves, enclosure, refined look, exact, reference)
+# in the sampler's summary line of a run's log: count LOG WHAT
+count() { grep -sE 'hierarchical: [0-9]+ cycles' "$1" | sed -E "s/.*$2 ([0-9]+).*/\\1/"; }
 # refined trials a batch, the refined look's and the first look's µs a
 # batch: from the last profile line of a run's output ($1) and its log ($2)
 refined_row() {
-  local nb=$(grep -sE 'hierarchical: [0-9]+ cycles' "$2" | sed -E 's/.*moves ([0-9]+).*/\1/')
-  local rt=$(grep -sE 'hierarchical: [0-9]+ cycles' "$2" | sed -E 's/.*refined look ([0-9]+).*/\1/')
+  local nb=$(count "$2" moves) rt=$(count "$2" "refined look")
   local pr=$(grep -ohE 'profile so far: [0-9.e+-]+ s walks, [0-9.e+-]+ s rules, [0-9.e+-]+ s refined' "$1" | tail -1)
   echo "${pr:-none}" | awk -v m=${nb:-0} -v r=${rt:-0} -v b=${BATCH:-1024} '{nb = m / b;
     if (nb > 0 && NF >= 10) printf "%.1f | %.0f | %.0f", r / nb, $10 / nb * 1e6, $4 / nb * 1e6; else printf "nan | nan | nan"}'
@@ -163,9 +165,7 @@ ${EXTRA:-}" > /tmp/t_n.ini
       METRO_HIER_PROFILE=1 timeout 560 build-gpu/bin/metro run /tmp/t_n.ini --output /tmp/t_n --overwrite > $logs/numbering_${num}_$n.txt 2>&1
       cp /tmp/t_n/log.txt $logs/log_numbering_${num}_$n.txt 2>/dev/null
       t=$(sampling /tmp/t_n/log.txt ${SWEEPS:-2})
-      line=$(grep -sE 'hierarchical: [0-9]+ cycles' /tmp/t_n/log.txt)
-      mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
-      ex=$(echo "$line" | sed -E 's/.*exact ([0-9]+) .*/\1/')
+      mv=$(count /tmp/t_n/log.txt moves) en=$(count /tmp/t_n/log.txt enclosure) ex=$(count /tmp/t_n/log.txt exact)
       ph=$(grep -ohE 'profile so far: .*' $logs/numbering_${num}_$n.txt | tail -1)
       echo "| $n | $num | ${t:-nan} | $(awk -v a=$en -v b=$mv 'BEGIN{printf "%.5f", a/b}') | $ex | $ph |"
     done
@@ -195,10 +195,9 @@ ${EXTRA:-}" > /tmp/t_h.ini
       timeout 560 build-gpu/bin/metro run /tmp/t_h.ini --output /tmp/t_h --overwrite --quiet > $logs/run_${ref}_$n.txt 2>&1
       cp /tmp/t_h/log.txt $logs/log_${ref}_$n.txt 2>/dev/null
       t=$(sampling /tmp/t_h/log.txt $sw)
-      line=$(grep -sE 'hierarchical: [0-9]+ cycles' /tmp/t_h/log.txt)
-      mv=$(echo "$line" | sed -E 's/.*moves ([0-9]+).*/\1/'); en=$(echo "$line" | sed -E 's/.*enclosure ([0-9]+).*/\1/')
+      mv=$(count /tmp/t_h/log.txt moves) en=$(count /tmp/t_h/log.txt enclosure)
       eval "t_$ref=\${t:-nan} en_$ref=$(awk -v a=$en -v b=$mv 'BEGIN{printf "%.5f", a/b}')"
-      eval "ex_$ref=$(echo "$line" | sed -E 's/.*exact ([0-9]+) .*/\1/') rf_$ref=$(echo "$line" | sed -E 's/.*reference ([0-9]+).*/\1/')"
+      eval "ex_$ref=$(count /tmp/t_h/log.txt exact) rf_$ref=$(count /tmp/t_h/log.txt reference)"
     done
     r() { awk -v a=$1 -v b=$2 'BEGIN{printf "%.2f", a/b}'; }
     say "| $n | $tb | $t_float | $t_exact | $(r $tb $t_exact) | $(r $t_float $t_exact) | $en_float, $en_exact | $ex_float, $ex_exact | $rf_float, $rf_exact |"

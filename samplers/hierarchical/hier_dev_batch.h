@@ -234,12 +234,7 @@ extern "C" __global__ void hg_close_list(hg_args a)
     const int f = k < a.S ? a.close[k] : 0;
     sc[k] = f;
     __syncthreads();
-    for (int h = 1; h < nt; h <<= 1) {
-        const int v = k >= h ? sc[k - h] : 0;
-        __syncthreads();
-        sc[k] += v;
-        __syncthreads();
-    }
+    hg_block_scan(sc, k, nt);
     if (f) a.clist[sc[k] - 1] = k;
     if (k == nt - 1) {
         *a.nclist = sc[k];

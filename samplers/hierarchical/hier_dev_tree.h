@@ -319,12 +319,7 @@ extern "C" __global__ void hg_leaf_move(hg_args a)
     ov_s[k] = over;
     __syncthreads();
     /* the overflow list's new entries in index order: an exclusive sum */
-    for (int h = 1; h < nt; h <<= 1) {
-        const int v = k >= h ? ov_s[k - h] : 0;
-        __syncthreads();
-        ov_s[k] += v;
-        __syncthreads();
-    }
+    hg_block_scan(ov_s, k, nt);
     const int nov0 = *a.novf;
     if (mover) {
         a.leafof[j] = nl;

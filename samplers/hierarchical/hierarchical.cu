@@ -129,6 +129,19 @@ static __device__ __forceinline__ long long hg_cell(const hg_args *a, int l, flo
     return a->cell0[l] + ((long long)ix * a->m[l] + iy) * a->m[l] + iz;
 }
 
+/* A block's inclusive sum over s[0 ... nt - 1] in shared memory, thread
+ * k (of nt, all of them calling) holding s[k]: log2 nt steps, each read
+ * before the barrier that lets it be overwritten */
+static __device__ __forceinline__ void hg_block_scan(int *s, int k, int nt)
+{
+    for (int h = 1; h < nt; h <<= 1) {
+        const int v = k >= h ? s[k - h] : 0;
+        __syncthreads();
+        s[k] += v;
+        __syncthreads();
+    }
+}
+
 /* The kernels, by job (one translation unit: the plugin SDK embeds one
  * device file, and the parts share the static helpers above) */
 #include "hier_dev_tree.h"
