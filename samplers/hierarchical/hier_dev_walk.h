@@ -60,7 +60,7 @@ static __device__ __forceinline__ void hg_near(const hg_args &a, float4 x, float
 
 /* a block is a team of up to HG_TEAM_MAX warps (the refined look) or
  * HG_WARPS warps with a point each: 128 registers a thread either way */
-extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 1) hg_enclose(hg_args a, int mode)
+static __device__ __forceinline__ void hg_enclose_body(const hg_args &a, int mode, int narrow)
 {
     __shared__ int tcnt[2][2][HG_TEAM_MAX];      /* a round's pushes and near leaves per warp, by parity */
     __shared__ double tsum[HG_TEAM_MAX][8];
@@ -78,8 +78,16 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 1) hg_enclose(hg_
      * reference, hundreds of points, 0.49 s of refined looks in teams of
      * 16 against 0.31 s split); each team its own named barrier */
     const int nwb = (int)(blockDim.x >> 5), npts = refined ? 2 * *a.nclist : 0;
+    /* hg_enclose_narrow takes the refined looks whose points the wide
+     * blocks would walk in teams smaller than its own and its blocks hold
+     * without splitting (refine_narrow 1), or every one (2); the other
+     * kernel's blocks leave at once */
+    if (refined && a.refine_narrow &&
+        narrow != (a.refine_narrow == 2 || (npts > a.refine_narrow_from && npts <= a.refine_slots_narrow)))
+        return;
+    const int slots = narrow ? a.refine_slots_narrow : a.refine_slots;
     int split = 1;
-    while (refined && npts > split * a.refine_slots && 2 * split <= nwb && nwb % (2 * split) == 0) split *= 2;
+    while (refined && npts > split * slots && 2 * split <= nwb && nwb % (2 * split) == 0) split *= 2;
     const int team = refined ? nwb / split : 1, wi = team > 1 ? warp % team : 0, bar = 1 + warp / team;
     const int p = refined ? (int)blockIdx.x * split + warp / team : (int)blockIdx.x * nwb + warp;
     if (p >= (whole ? a.S : refined ? npts : 2 * a.S)) return;
@@ -355,6 +363,20 @@ extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 1) hg_enclose(hg_
         a.pts[out] = r;
         if (err) a.status->err = 1;
     }
+}
+
+extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_MAX, 1) hg_enclose(hg_args a, int mode)
+{
+    hg_enclose_body(a, mode, 0);
+}
+
+/* The refined look in blocks of HG_TEAM_NARROW warps at 80 registers a
+ * thread (spilling), three blocks an SM: for the batches whose points are
+ * more than hg_enclose's blocks hold in teams of HG_TEAM_NARROW (its
+ * teams of 4 took 183 µs a batch at 2^20, these teams of 8 ~165: bench/NOTES.md) */
+extern "C" __global__ void __launch_bounds__(32 * HG_TEAM_NARROW, 3) hg_enclose_narrow(hg_args a)
+{
+    hg_enclose_body(a, HG_WALK_REFINE, 1);
 }
 
 /* One block of HG_TSUM threads: the total energy's share of the chunk of

@@ -13,13 +13,13 @@
 
 #include "brush.h"
 
-#define HG_N_KERNELS 17
+#define HG_N_KERNELS 18
 static const char *const kernel_names[HG_N_KERNELS] = {
     "hg_mom",   "hg_norms", "hg_leaf_count", "hg_leaf_scan", "hg_leaf_fill", "hg_leaf_sort",  "hg_leaf_move",
     "hg_enclose", "hg_trials", "hg_tri",     "hg_prep",      "hg_chain",     "hg_exact",      "hg_exact_decide",
-    "hg_close_list", "hg_total_sum", "hg_fold"};
+    "hg_close_list", "hg_total_sum", "hg_fold", "hg_enclose_narrow"};
 enum { K_MOM, K_NORMS, K_COUNT, K_SCAN, K_FILL, K_SORT, K_MOVE, K_ENCLOSE, K_TRIALS, K_TRI, K_PREP, K_CHAIN, K_EXACT,
-       K_DECIDE, K_CLIST, K_TSUM, K_FOLD };
+       K_DECIDE, K_CLIST, K_TSUM, K_FOLD, K_NARROW };
 
 /* the profile's phases (walks, rules, refined looks, chain, update, and
  * the main stream's wait from a batch's looks to the next update on the
@@ -558,16 +558,36 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     if (g->team < 1 || g->team > HG_TEAM_MAX) g->team = HG_TEAM;
     /* how many of the refined look's blocks the device holds at once
      * (hg_enclose splits a block into teams when its points are more) */
-    int per_sm = 0;
-    if (!bad && cu(g, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)g->k[K_ENCLOSE], 32 * g->team, 0),
-                   "the refined look's occupancy"))
+    int per_sm = 0, per_sm_narrow = 0;
+    if (!bad && (cu(g, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)g->k[K_ENCLOSE], 32 * g->team, 0),
+                    "the refined look's occupancy") ||
+                 cu(g, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_narrow, (const void *)g->k[K_NARROW],
+                                                                     32 * HG_TEAM_NARROW, 0),
+                    "the refined look's occupancy")))
         bad = 1;
-    a->refine_slots = (per_sm > 0 ? per_sm : 1) * (g->lead && sms > g->sms ? sms - g->sms : sms);
+    if (per_sm < 1) per_sm = 1;
+    const int free_sms = g->lead && sms > g->sms ? sms - g->sms : sms;
+    a->refine_slots = per_sm * free_sms;
+    a->refine_slots_narrow = per_sm_narrow * free_sms;
     /* METRO_HIER_REFINE_SLOTS=B (tests): as if the device held B blocks,
-     * so that the refined look splits its blocks into teams sooner */
+     * so that the refined look splits its blocks into teams sooner (and
+     * the narrow kernel's count in the device's proportion) */
     const char *rs = getenv("METRO_HIER_REFINE_SLOTS");
     const int slots = rs && *rs ? atoi(rs) : 0;
-    if (slots > 0) a->refine_slots = slots < (1 << 20) ? slots : 1 << 20; /* split * slots fits an int */
+    if (slots > 0) {
+        a->refine_slots = slots < (1 << 20) ? slots : 1 << 20; /* split * slots fits an int */
+        a->refine_slots_narrow = (int)((long long)a->refine_slots * per_sm_narrow / per_sm);
+    }
+    /* the narrow blocks are for teams of HG_TEAM_NARROW where the wide ones
+     * would split smaller (never when the wide ones walk in teams of
+     * HG_TEAM_NARROW or fewer anyway); METRO_HIER_REFINE_NARROW=0 never,
+     * 2 always (comparisons, tests) */
+    a->refine_narrow_from = (int)((long long)a->refine_slots * g->team / HG_TEAM_NARROW);
+    const char *rn = getenv("METRO_HIER_REFINE_NARROW");
+    a->refine_narrow = rn && *rn ? atoi(rn) : 1;
+    if (a->refine_narrow < 0 || a->refine_narrow > 2) a->refine_narrow = 1;
+    if (a->refine_narrow == 1 && (g->team <= HG_TEAM_NARROW || a->refine_slots_narrow <= a->refine_narrow_from))
+        a->refine_narrow = 0;
     /* no job yet: the counters hold an epoch no launch has before they
      * write it (all ones), the tickets start at 0 */
     if (bad || cu(g, cudaMemsetAsync(a->xjob, 0xff, HG_XCTR * sizeof(unsigned long long), g->s), "clearing the jobs") ||
@@ -795,7 +815,8 @@ static int looks(hier_gpu *g, int bi, int trials)
     return mark(g, 0, g->s) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1, g->s) ||
            run2(g, K_PREP, S, 256, 0) || mark(g, 2, g->s) ||
            (g->cfg.refine > 0 && (run1(g, K_CLIST, pow2_of(S), pow2_of(S)) ||
-                                  run2(g, K_ENCLOSE, 2LL * S * 32 * g->team, 32 * g->team, HG_WALK_REFINE) ||
+                                  (a->refine_narrow < 2 && run2(g, K_ENCLOSE, 2LL * S * 32 * g->team, 32 * g->team, HG_WALK_REFINE)) ||
+                                  (a->refine_narrow && run1(g, K_NARROW, 2LL * S * 32 * HG_TEAM_NARROW, 32 * HG_TEAM_NARROW)) ||
                                   run2(g, K_PREP, S, 256, 1))) ||
            mark(g, 3, g->s) || (g->lead && cu(g, cudaEventRecord(g->ready_ev[bi & 1], g->s), "recording an event"));
 }

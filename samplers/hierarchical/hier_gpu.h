@@ -52,6 +52,8 @@
  * HG_TEAM_MAX) for comparisons */
 #define HG_TEAM 16
 #define HG_TEAM_MAX 16
+/* the refined look's narrow blocks (hg_enclose_narrow): warps a block */
+#define HG_TEAM_NARROW 8
 /* A walk's near partners: places a lane loads at once (8: walks -12% to
  * -15% at 2^20 and 2^23 against 2, 2026-11-27; what nvJitLink's link of
  * hg_enclose spills, 28 bytes, lies outside the near field's loop) */
@@ -167,6 +169,11 @@ typedef struct hg_args {
     int p_lo, direct_max;
     int mc0;                        /* the block's order-0 moments, padded to even (hier_mslot) */
     int refine_slots;               /* the refined look's blocks the device holds at once (hg_enclose's teams) */
+    int refine_slots_narrow;        /* the same for hg_enclose_narrow */
+    int refine_narrow;              /* hg_enclose_narrow: 0 never, 1 for refine_narrow_from < points <=
+                                       refine_slots_narrow (teams of HG_TEAM_NARROW where hg_enclose's would
+                                       be smaller), 2 always */
+    int refine_narrow_from;         /* the points hg_enclose's blocks hold in teams of HG_TEAM_NARROW */
     int b0, S;                      /* the batch */
     int Sp;                         /* batches overlapping (hier_gpu.c): the previous batch's size, whose
                                      * trials are this batch's mates too (0: none) */

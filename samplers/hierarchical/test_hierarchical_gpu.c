@@ -224,12 +224,14 @@ START_TEST(refined_look_team)
     snprintf(opts, sizeof opts, "plugin = hierarchical\nstep = 6\n%s", low);
     ini_electrolyte(ini, sizeof ini, 21, 4096, 110.0, opts);
     chain a = run_chain(ini, "cuda", 4096, 5);
-    /* one warp a point; and a block's warps split into teams (of 1 when
-     * the device is taken to hold one block, of 16 / 2^k when 40: the
-     * batches' different numbers of points take different splits) */
-    const char *how[3][2] = {{"METRO_HIER_REFINE_WARPS", "1"}, {"METRO_HIER_REFINE_SLOTS", "1"},
-                             {"METRO_HIER_REFINE_SLOTS", "40"}};
-    for (int h = 0; h < 3; ++h) {
+    /* one warp a point; a block's warps split into teams (of 1 when the
+     * device is taken to hold one block, of 16 / 2^k when 40: the
+     * batches' different numbers of points take different splits, and
+     * those between 80 and 120 points hg_enclose_narrow's teams of 8);
+     * and every refined look in hg_enclose_narrow's blocks */
+    const char *how[4][2] = {{"METRO_HIER_REFINE_WARPS", "1"}, {"METRO_HIER_REFINE_SLOTS", "1"},
+                             {"METRO_HIER_REFINE_SLOTS", "40"}, {"METRO_HIER_REFINE_NARROW", "2"}};
+    for (int h = 0; h < 4; ++h) {
         setenv(how[h][0], how[h][1], 1);
         chain b = run_chain(ini, "cuda", 4096, 5);
         unsetenv(how[h][0]);
