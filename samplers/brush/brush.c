@@ -340,6 +340,7 @@ static int start_cuda(brush *b)
     if (configure(b)) return -1;
     const int K = b->per_launch;
     const size_t kg = (size_t)K * b->groups;
+    b->stream = (cudaStream_t)b->host->stream(b->ctx);
     if (b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_rnd, (size_t)K * n * sizeof(metro_float4)), "cudaMalloc of %zu bytes for uniforms", (size_t)K * n * sizeof(metro_float4)) ||
         b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_ticket, sizeof(unsigned)), "brush: allocating") ||
         b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_flags, flag_bytes(b)), "brush: allocating") ||
@@ -347,13 +348,14 @@ static int start_cuda(brush *b)
         b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_group_de, kg * sizeof(double)), "brush: allocating") ||
         b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_group_acc, kg * sizeof(int)), "brush: allocating") ||
         b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_cycle_acc, BRUSH_SLOTS * sizeof(long long)), "brush: allocating") ||
-        b->host->cuda(b->ctx, cudaMemset(b->d_ticket, 0, sizeof(unsigned)), "brush: clearing") ||
-        b->host->cuda(b->ctx, cudaMemset(b->d_flags, 0, flag_bytes(b)), "brush: clearing") ||
-        b->host->cuda(b->ctx, cudaMemset(b->d_done, 0, done_bytes(b)), "brush: clearing"))
+        /* on the run's stream, which is non-blocking: the legacy stream's
+         * cudaMemset would not be ordered before the first launch */
+        b->host->cuda(b->ctx, cudaMemsetAsync(b->d_ticket, 0, sizeof(unsigned), b->stream), "brush: clearing") ||
+        b->host->cuda(b->ctx, cudaMemsetAsync(b->d_flags, 0, flag_bytes(b), b->stream), "brush: clearing") ||
+        b->host->cuda(b->ctx, cudaMemsetAsync(b->d_done, 0, done_bytes(b), b->stream), "brush: clearing"))
         return -1;
     b->epoch = 0;
     b->slot = 0;
-    b->stream = (cudaStream_t)b->host->stream(b->ctx);
     /* what another system must share to run in the same launches */
     int dev = 0;
     cudaGetDevice(&dev);
@@ -365,7 +367,7 @@ static int start_cuda(brush *b)
         b->h_trace = malloc(bytes);
         if (!b->h_trace) return b->host->fail(b->ctx, "brush: out of memory for the trace");
         if (b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_trace, bytes), "cudaMalloc of %zu bytes for the trace", bytes) ||
-            b->host->cuda(b->ctx, cudaMemset(b->d_trace, 0, bytes), "brush: clearing the trace"))
+            b->host->cuda(b->ctx, cudaMemsetAsync(b->d_trace, 0, bytes, b->stream), "brush: clearing the trace"))
             return -1;
     }
     return 0;
@@ -558,9 +560,16 @@ static int group_launch(void *arg, const unsigned char *has, int k)
         int rc = group_fail(G, cudaStreamCreateWithFlags(&G->stream, cudaStreamNonBlocking), "creating the group's stream") ||
                  group_fail(G, cudaEventCreateWithFlags(&G->done, cudaEventDisableTiming), "creating an event") ||
                  group_fail(G, cudaMalloc((void **)&G->d_ticket, sizeof(unsigned)), "allocating the group's counter") ||
-                 group_fail(G, cudaMemset(G->d_ticket, 0, sizeof(unsigned)), "clearing the group's counter") ||
                  group_fail(G, cudaMalloc((void **)&G->d_sys, (size_t)k * sizeof *h), "allocating launch blocks") ||
-                 group_fail(G, cudaMemcpy(G->d_sys, h, (size_t)k * sizeof *h, cudaMemcpyHostToDevice), "uploading launch blocks");
+                 /* on the group's stream, ahead of its launches: a plain
+                  * cudaMemcpy from pageable memory returns before its DMA
+                  * lands, and the legacy stream does not order a
+                  * non-blocking one (a shared launch read launch blocks not
+                  * yet there: cudaErrorIllegalAddress under load) */
+                 group_fail(G, cudaMemsetAsync(G->d_ticket, 0, sizeof(unsigned), G->stream), "clearing the group's counter") ||
+                 group_fail(G, cudaMemcpyAsync(G->d_sys, h, (size_t)k * sizeof *h, cudaMemcpyHostToDevice, G->stream),
+                            "uploading launch blocks") ||
+                 group_fail(G, cudaStreamSynchronize(G->stream), "uploading launch blocks"); /* before h is freed */
         free(h);
         if (rc) return -1;
     }

@@ -244,8 +244,11 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
     }
     long long c[2] = {st->attempted[0], st->accepted[0]};
     if (m->host->cuda(m->ctx, cudaMalloc((void **)&m->d_counters, sizeof c), "cudaMalloc counters") ||
-        m->host->cuda(m->ctx, cudaMemcpy(m->d_counters, c, sizeof c, cudaMemcpyHostToDevice),
-                   "upload counters"))
+        /* on the run's stream (non-blocking: the legacy stream's copy would
+         * not be ordered before the first launch), c on the stack until done */
+        m->host->cuda(m->ctx, cudaMemcpyAsync(m->d_counters, c, sizeof c, cudaMemcpyHostToDevice, m->host->stream(m->ctx)),
+                      "upload counters") ||
+        m->host->cuda(m->ctx, cudaStreamSynchronize(m->host->stream(m->ctx)), "upload counters"))
         return -1;
     return 0;
 }
