@@ -546,6 +546,9 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
         hg_xhelp(&a, epoch, (int)(ticket % gridDim.x) - 1);
         return;
     }
+    /* (in shared memory: nothing of this kernel lives across its calls) */
+    __shared__ unsigned long long t0;
+    if (a.profile && threadIdx.x == 0) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
     if (threadIdx.x == 0) {
         sm.from = from;
         sm.preset = a.status->preset;
@@ -565,6 +568,11 @@ extern "C" __global__ void __launch_bounds__(HG_MAX_BATCH) hg_chain(const __grid
         if (sm.preset == 2) break;
     }
     hg_chain_end(&a, epoch, stop);
+    if (a.profile && threadIdx.x == 0) {
+        unsigned long long t1;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+        a.status->chain_ns += t1 - t0;
+    }
 }
 
 extern "C" __global__ void hg_exact(hg_args a, int k)

@@ -30,6 +30,13 @@ enum { K_MOM, K_NORMS, K_COUNT, K_SCAN, K_FILL, K_SORT, K_MOVE, K_ENCLOSE, K_TRI
 #define HG_EVENTS 8
 static const int phase_ev[HG_PHASES][2] = {{0, 1}, {1, 2}, {2, 3}, {4, 5}, {6, 7}, {3, 6}};
 
+/* The METRO_HIER_* settings (read_knobs): their defaults unless set */
+typedef struct hg_knobs {
+    double close_sig, theta_refine; /* theta_refine: a factor of theta */
+    int l2, overlap, side, profile;
+    int chain_blocks, team, slots, narrow; /* chain_blocks, slots: 0 = the device's count */
+} hg_knobs;
+
 struct hier_gpu {
     const metro_host_api *host;
     metro_ctx *ctx;
@@ -73,6 +80,7 @@ struct hier_gpu {
     int nleaves;
     long long ncells;
     int sms; /* the chain's launch: one block per SM (the deciding one and the exact pass's helpers) */
+    hg_knobs kn; /* the METRO_HIER_* settings (read_knobs) */
     int team; /* warps walking a point of the refined look together (hg_enclose) */
     hg_status *h_status; /* pinned */
     metro_float4 *h_pos;  /* pinned, from the first stop on: the positions the host's reference reads */
@@ -244,6 +252,46 @@ static size_t packed_of(int n, int nleaves)
     return (size_t)n + (size_t)n / 2 + 8 * (size_t)nleaves + 64;
 }
 
+/* The METRO_HIER_* environment variables: benchmarks' and tests' controls
+ * of how a decision is reached, never of which decision (each named where
+ * it acts, below).  Unset or empty: the default.  Anything else must be a
+ * number in [lo, hi] (an integer where `whole`); otherwise the run stops
+ * at its start, before anything is allocated, naming the variable, its
+ * value and what it allows: a mistyped knob must not measure the default
+ * under another name. */
+static int knob(const metro_host_api *host, metro_ctx *ctx, const char *name, double lo, double hi, int whole,
+                double *v)
+{
+    const char *s = getenv(name);
+    if (!s || !*s) return 0;
+    char *end = NULL;
+    const double x = strtod(s, &end);
+    if (end == s || *end != '\0' || !(x >= lo && x <= hi) || (whole && x != floor(x)))
+        return host->fail(ctx, "hierarchical: environment variable %s=\"%s\" is not %s from %g to %g (unset it for the default)",
+                          name, s, whole ? "an integer" : "a number", lo, hi);
+    *v = x;
+    return 0;
+}
+
+static int read_knobs(const metro_host_api *host, metro_ctx *ctx, int ideal, hg_knobs *k)
+{
+    double close = HG_CLOSE_SIGMAS, theta = ideal ? HG_THETA_REFINE_EXACT : HIER_THETA_REFINE, l2 = 1, overlap = ideal,
+           side = 1, profile = 0, blocks = 0, team = HG_TEAM, slots = 0, narrow = 1;
+    if (knob(host, ctx, "METRO_HIER_CLOSE_SIGMAS", 0, 1e6, 0, &close) ||
+        knob(host, ctx, "METRO_HIER_REFINE_THETA", 0x1p-10, 1, 0, &theta) ||
+        knob(host, ctx, "METRO_HIER_L2", 0, 1, 1, &l2) || knob(host, ctx, "METRO_HIER_OVERLAP", 0, 1, 1, &overlap) ||
+        knob(host, ctx, "METRO_HIER_SIDE", 0, 1, 1, &side) || knob(host, ctx, "METRO_HIER_PROFILE", 0, 1, 1, &profile) ||
+        knob(host, ctx, "METRO_HIER_CHAIN_BLOCKS", 1, 4096, 1, &blocks) ||
+        knob(host, ctx, "METRO_HIER_REFINE_WARPS", 1, HG_TEAM_MAX, 1, &team) ||
+        knob(host, ctx, "METRO_HIER_REFINE_SLOTS", 1, 1 << 20, 1, &slots) ||
+        knob(host, ctx, "METRO_HIER_REFINE_NARROW", 0, 2, 1, &narrow))
+        return -1;
+    *k = (hg_knobs){.close_sig = close, .theta_refine = theta, .l2 = (int)l2, .overlap = (int)overlap,
+                    .side = (int)side, .profile = (int)profile, .chain_blocks = (int)blocks, .team = (int)team,
+                    .slots = (int)slots, .narrow = (int)narrow};
+    return 0;
+}
+
 /* The layout and every size that follows from g->cfg and n alone
  * (hier_gpu_create and hier_gpu_bytes alike). */
 static void geometry(hier_gpu *g, int n)
@@ -280,22 +328,14 @@ static void geometry(hier_gpu *g, int n)
     a->theta = cfg->theta;
     /* METRO_HIER_CLOSE_SIGMAS=x (benchmarks): trials within x of the mates'
      * plausible shift of their threshold get the refined look */
-    const char *cs = getenv("METRO_HIER_CLOSE_SIGMAS");
-    char *end = NULL;
-    const double sig = cs && *cs ? strtod(cs, &end) : -1.0;
-    a->close_sig = end && *end == '\0' && sig >= 0 ? sig : HG_CLOSE_SIGMAS;
+    a->close_sig = g->kn.close_sig;
     /* METRO_HIER_REFINE_THETA=f (benchmarks): the refined look opens cells
      * to f theta instead of HIER_THETA_REFINE or HG_THETA_REFINE_EXACT
      * theta (a second look with theta halved, as the CPU's stage 2, was
      * measured: at 2^22 it left 156 exact passes instead of 17,569 under
      * reference = exact but cost 1.1 s a cycle more than they did, one more
      * walk's latency a batch) */
-    const char *rt = getenv("METRO_HIER_REFINE_THETA");
-    char *rend = NULL;
-    const double fr = rt && *rt ? strtod(rt, &rend) : -1.0;
-    a->theta_refine = a->theta * (rend && *rend == '\0' && fr > 0 && fr <= 1 ? fr
-                                                                      : g->cfg.ideal ? HG_THETA_REFINE_EXACT
-                                                                                     : HIER_THETA_REFINE);
+    a->theta_refine = a->theta * g->kn.theta_refine;
     a->dcut = cfg->dcut;
     a->bound_scale = cfg->bound_scale;
     a->ksum = ((double)n + 4.0) * 0x1p-53 * 1.01;
@@ -337,10 +377,9 @@ static void geometry(hier_gpu *g, int n)
  * METRO_HIER_L2=0) the run is the same, only slower. */
 static void l2_setup(hier_gpu *g, int dev)
 {
-    const char *e = getenv("METRO_HIER_L2");
     int maxp = 0, maxw = 0;
     const size_t bytes = 2 * (size_t)g->cfg.batch * (size_t)g->cfg.batch * (sizeof(double) + 1);
-    if ((e && !strcmp(e, "0")) || cudaDeviceGetAttribute(&maxp, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess ||
+    if (!g->kn.l2 || cudaDeviceGetAttribute(&maxp, cudaDevAttrMaxPersistingL2CacheSize, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&maxw, cudaDevAttrMaxAccessPolicyWindowSize, dev) != cudaSuccess || maxp <= 0 ||
         maxw <= 0) {
         (void)cudaGetLastError();
@@ -450,6 +489,7 @@ size_t hier_gpu_bytes(const hier_gpu_cfg *cfg, int n)
     if (!g) return 0;
     g->cfg = *cfg;
     g->counting = 1;
+    g->kn = (hg_knobs){.close_sig = HG_CLOSE_SIGMAS, .theta_refine = cfg->ideal ? HG_THETA_REFINE_EXACT : HIER_THETA_REFINE};
     geometry(g, n);
     int bad = 0;
     allocate(g, &bad);
@@ -462,8 +502,11 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
                     hier_gpu **out)
 {
     *out = NULL;
+    hg_knobs kn;
+    if (read_knobs(host, ctx, cfg->ideal, &kn)) return -1;
     hier_gpu *g = calloc(1, sizeof *g);
     if (!g) return host->fail(ctx, "out of memory");
+    g->kn = kn;
     g->host = host;
     g->ctx = ctx;
     g->cfg = *cfg;
@@ -477,8 +520,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
      * chain made a cycle 1.8x slower there: bench/NOTES.md).  The chain's
      * stream is of the highest priority: its block and its exact passes'
      * take SMs before the walks' waiting blocks do. */
-    const char *ov = getenv("METRO_HIER_OVERLAP");
-    g->lead = ov && *ov ? strcmp(ov, "0") != 0 : cfg->ideal;
+    g->lead = kn.overlap;
     g->cs = g->lead ? NULL : g->s;
     int prio_lo = 0, prio_hi = 0;
     if (g->lead && (cu(g, cudaDeviceGetStreamPriorityRange(&prio_lo, &prio_hi), "the streams' priorities") ||
@@ -489,18 +531,17 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
         hier_gpu_free(g);
         return -1;
     }
-    const char *se = getenv("METRO_HIER_SIDE");
     /* non-blocking, as the core's own: no implicit wait on the legacy
      * default stream (the events order it against the main one) */
-    if ((!(se && !strcmp(se, "0")) &&
+    if ((kn.side &&
          cu(g, cudaStreamCreateWithFlags(&g->side, cudaStreamNonBlocking), "creating a stream")) ||
         cu(g, cudaEventCreateWithFlags(&g->fork_ev, cudaEventDisableTiming), "creating an event") ||
         cu(g, cudaEventCreateWithFlags(&g->join_ev, cudaEventDisableTiming), "creating an event")) {
         hier_gpu_free(g);
         return -1;
     }
-    const char *pe = getenv("METRO_HIER_PROFILE");
-    g->profile = pe && *pe && strcmp(pe, "0");
+    g->profile = kn.profile;
+    g->a.profile = kn.profile;
     for (int i = 0; g->profile && i < HG_EVENTS + 2; ++i)
         if (cu(g, cudaEventCreate(i < HG_EVENTS ? &g->ev[i] : &g->sev[i - HG_EVENTS]), "creating an event"))
             g->profile = 0;
@@ -545,17 +586,14 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
      * Batches overlapping, the deciding block alone: helpers would hold
      * SMs (each block of S threads fills one's registers) that the first
      * look's one wave needs (bench/NOTES.md) */
-    const char *cb = getenv("METRO_HIER_CHAIN_BLOCKS");
     if (g->lead) g->sms = 1;
-    else if (cb && *cb) g->sms = atoi(cb);
+    else if (kn.chain_blocks) g->sms = kn.chain_blocks;
     if (g->sms < 1) g->sms = 1;
     a->xhost = g->lead;
     if (!bad) l2_setup(g, dev);
     /* METRO_HIER_REFINE_WARPS=W: W warps walk each point of the refined
      * look (1: one, as every other walk) */
-    const char *rw = getenv("METRO_HIER_REFINE_WARPS");
-    g->team = rw && *rw ? atoi(rw) : HG_TEAM;
-    if (g->team < 1 || g->team > HG_TEAM_MAX) g->team = HG_TEAM;
+    g->team = kn.team;
     /* how many of the refined look's blocks the device holds at once
      * (hg_enclose splits a block into teams when its points are more) */
     int per_sm = 0, per_sm_narrow = 0;
@@ -572,10 +610,8 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     /* METRO_HIER_REFINE_SLOTS=B (tests): as if the device held B blocks,
      * so that the refined look splits its blocks into teams sooner (and
      * the narrow kernel's count in the device's proportion) */
-    const char *rs = getenv("METRO_HIER_REFINE_SLOTS");
-    const int slots = rs && *rs ? atoi(rs) : 0;
-    if (slots > 0) {
-        a->refine_slots = slots < (1 << 20) ? slots : 1 << 20; /* split * slots fits an int */
+    if (kn.slots > 0) {
+        a->refine_slots = kn.slots; /* at most 2^20: split * slots fits an int */
         a->refine_slots_narrow = (int)((long long)a->refine_slots * per_sm_narrow / per_sm);
     }
     /* the narrow blocks are for teams of HG_TEAM_NARROW where the wide ones
@@ -583,9 +619,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
      * HG_TEAM_NARROW or fewer anyway); METRO_HIER_REFINE_NARROW=0 never,
      * 2 always (comparisons, tests) */
     a->refine_narrow_from = (int)((long long)a->refine_slots * g->team / HG_TEAM_NARROW);
-    const char *rn = getenv("METRO_HIER_REFINE_NARROW");
-    a->refine_narrow = rn && *rn ? atoi(rn) : 1;
-    if (a->refine_narrow < 0 || a->refine_narrow > 2) a->refine_narrow = 1;
+    a->refine_narrow = kn.narrow;
     if (a->refine_narrow == 1 && (g->team <= HG_TEAM_NARROW || a->refine_slots_narrow <= a->refine_narrow_from))
         a->refine_narrow = 0;
     /* no job yet: the counters hold an epoch no launch has before they
@@ -941,8 +975,9 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
                      "(the leaves' packings, and the next batch's trials and mates' terms beside them, included; "
                      "the first batch's, beside the cycle's first packing, and the second's when batches overlap, "
                      "in none), %.4g s between looks and update (the main stream waiting for the chain or the "
-                     "host)%s",
+                     "host); the chain's deciding block ran %.4g s of its phase%s",
                      g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->stops, g->t_stops, g->phase[4], g->phase[5],
+                     (double)g->h_status->chain_ns * 1e-9,
                      lead ? "; batches overlapping: a batch's chain runs beside the previous batch's update and the next "
                             "batch's looks" : "");
     }

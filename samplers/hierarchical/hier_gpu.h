@@ -160,6 +160,10 @@ typedef struct hg_status {
      * else: the looks of the next batch may be writing what follows) */
     int err;         /* a walk's lists overflowed (HG_FRONT / HG_NEAR) */
     long long refined; /* trials given the refined look, a running total */
+    /* METRO_HIER_PROFILE: the deciding block's time inside hg_chain, ns of
+     * %globaltimer summed over launches (the chain's phase less this is
+     * its launches, its wait for a free SM, hg_fold and the stops) */
+    unsigned long long chain_ns;
 } hg_status;
 
 /* Everything the kernels read, passed by value */
@@ -174,6 +178,7 @@ typedef struct hg_args {
                                        refine_slots_narrow (teams of HG_TEAM_NARROW where hg_enclose's would
                                        be smaller), 2 always */
     int refine_narrow_from;         /* the points hg_enclose's blocks hold in teams of HG_TEAM_NARROW */
+    int profile;                    /* METRO_HIER_PROFILE: hg_chain times its deciding block (chain_ns) */
     int b0, S;                      /* the batch */
     int Sp;                         /* batches overlapping (hier_gpu.c): the previous batch's size, whose
                                      * trials are this batch's mates too (0: none) */

@@ -33,6 +33,9 @@
  *                density at 65,536, and coarse (exact passes in double
  *                at stops, and in order inside the chain, in batches of
  *                64); without a bound it parts;
+ *   knobs        a METRO_HIER_* variable set to what it does not allow
+ *                stops the run at its start with its name, value and
+ *                range, and nothing written;
  *   numbering    numbered along space ([system] numbering = space) the
  *                sampler warns that CUDA runs slower so; as placed it does
  *                not. */
@@ -40,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hier_chain.h"
 
@@ -290,6 +294,46 @@ START_TEST(numbering_warning)
 }
 END_TEST
 
+/* A METRO_HIER_* knob set to what it does not allow stops the run at its
+ * start, naming the variable, its value and its range, with nothing
+ * written; a good value runs. */
+START_TEST(bad_knob_is_refused)
+{
+    char d[] = "/tmp/metro-hier-knob-XXXXXX", ini[2048];
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    ini_electrolyte(ini, sizeof ini, 21, 4096, 598.0, "plugin = hierarchical\ntrials = 1");
+    metro_test_write(d, "k.ini", "%s", ini);
+    const char *bad[][3] = {{"METRO_HIER_REFINE_NARROW", "3", "an integer from 0 to 2"},
+                            {"METRO_HIER_CLOSE_SIGMAS", "two", "a number from 0 to"},
+                            {"METRO_HIER_REFINE_WARPS", "17", "an integer from 1 to 16"},
+                            {"METRO_HIER_OVERLAP", "yes", "an integer from 0 to 1"},
+                            {"METRO_HIER_REFINE_SLOTS", "1.5", "an integer from 1 to"},
+                            {"METRO_HIER_REFINE_THETA", "0", "a number from"},
+                            {"METRO_HIER_REFINE_WARPS", "4", NULL}};
+    for (int k = 0; k < 7; ++k) {
+        setenv(bad[k][0], bad[k][1], 1);
+        char *e = NULL;
+        const int rc = metro_test_clif(&e, "run %s/k.ini --device cuda --output %s/out%d --set run.sweeps=1", d, d, k);
+        unsetenv(bad[k][0]);
+        char want[160], out[512];
+        snprintf(want, sizeof want, "%s=\"%s\" is not %s", bad[k][0], bad[k][1], bad[k][2] ? bad[k][2] : "");
+        snprintf(out, sizeof out, "%s/out%d", d, k);
+        printf("%s=%s: exit %d, %s", bad[k][0], bad[k][1], rc, e && bad[k][2] ? e : "ran\n");
+        if (bad[k][2]) {
+            ck_assert_msg(rc != 0, "%s=%s: the run did not fail", bad[k][0], bad[k][1]);
+            ck_assert_msg(e && strstr(e, want), "%s=%s: expected \"%s\" in: %s", bad[k][0], bad[k][1], want, e ? e : "");
+            ck_assert_msg(access(out, F_OK) != 0, "a refused run created %s", out);
+        } else {
+            ck_assert_msg(rc == 0, "%s=%s: run failed: %s", bad[k][0], bad[k][1], e ? e : "");
+        }
+        free(e);
+    }
+    char cmd[64];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     METRO_TEST_REQUIRE_GPU();
@@ -308,10 +352,11 @@ int main(void)
     tcase_add_test(tc, same_chain_65536);
     tcase_add_test(tc, exact_chain);
     suite_add_tcase(s, tc);
-    /* (its own case: CK_RUN_CASE=numbering runs it alone) */
+    /* (its own case of whole runs by the CLI: CK_RUN_CASE=numbering runs it alone) */
     TCase *tn = tcase_create("numbering");
     tcase_set_timeout(tn, 300);
     tcase_add_test(tn, numbering_warning);
+    tcase_add_test(tn, bad_knob_is_refused);
     suite_add_tcase(s, tn);
     return metro_test_main(s);
 }
