@@ -80,8 +80,8 @@ struct hier_gpu {
     int nleaves;
     long long ncells;
     int sms; /* the chain's launch: one block per SM (the deciding one and the exact pass's helpers) */
-    hg_knobs kn; /* the METRO_HIER_* settings (read_knobs) */
-    int team; /* warps walking a point of the refined look together (hg_enclose) */
+    hg_knobs kn; /* the METRO_HIER_* settings (read_knobs); kn.team: warps walking a point of the
+                  * refined look together (hg_enclose) */
     hg_status *h_status; /* pinned */
     metro_float4 *h_pos;  /* pinned, from the first stop on: the positions the host's reference reads */
     int unpinned;         /* pinning them failed: the core's pageable st->pos instead */
@@ -273,10 +273,19 @@ static int knob(const metro_host_api *host, metro_ctx *ctx, const char *name, do
     return 0;
 }
 
+/* Every knob's default (hier_gpu_bytes reads no environment) */
+static hg_knobs knob_defaults(int ideal)
+{
+    return (hg_knobs){.close_sig = HG_CLOSE_SIGMAS, .theta_refine = ideal ? HG_THETA_REFINE_EXACT : HIER_THETA_REFINE,
+                      .l2 = 1, .overlap = ideal, .side = 1, .profile = 0, .chain_blocks = 0, .team = HG_TEAM,
+                      .slots = 0, .narrow = 1};
+}
+
 static int read_knobs(const metro_host_api *host, metro_ctx *ctx, int ideal, hg_knobs *k)
 {
-    double close = HG_CLOSE_SIGMAS, theta = ideal ? HG_THETA_REFINE_EXACT : HIER_THETA_REFINE, l2 = 1, overlap = ideal,
-           side = 1, profile = 0, blocks = 0, team = HG_TEAM, slots = 0, narrow = 1;
+    const hg_knobs d = knob_defaults(ideal);
+    double close = d.close_sig, theta = d.theta_refine, l2 = d.l2, overlap = d.overlap, side = d.side,
+           profile = d.profile, blocks = d.chain_blocks, team = d.team, slots = d.slots, narrow = d.narrow;
     if (knob(host, ctx, "METRO_HIER_CLOSE_SIGMAS", 0, 1e6, 0, &close) ||
         knob(host, ctx, "METRO_HIER_REFINE_THETA", 0x1p-10, 1, 0, &theta) ||
         knob(host, ctx, "METRO_HIER_L2", 0, 1, 1, &l2) || knob(host, ctx, "METRO_HIER_OVERLAP", 0, 1, 1, &overlap) ||
@@ -489,7 +498,7 @@ size_t hier_gpu_bytes(const hier_gpu_cfg *cfg, int n)
     if (!g) return 0;
     g->cfg = *cfg;
     g->counting = 1;
-    g->kn = (hg_knobs){.close_sig = HG_CLOSE_SIGMAS, .theta_refine = cfg->ideal ? HG_THETA_REFINE_EXACT : HIER_THETA_REFINE};
+    g->kn = knob_defaults(cfg->ideal);
     geometry(g, n);
     int bad = 0;
     allocate(g, &bad);
@@ -541,10 +550,10 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
         return -1;
     }
     g->profile = kn.profile;
-    g->a.profile = kn.profile;
     for (int i = 0; g->profile && i < HG_EVENTS + 2; ++i)
         if (cu(g, cudaEventCreate(i < HG_EVENTS ? &g->ev[i] : &g->sev[i - HG_EVENTS]), "creating an event"))
             g->profile = 0;
+    g->a.profile = g->profile; /* hg_chain's timing only where the profile prints it */
     for (int i = 0; i < HG_N_KERNELS; ++i)
         if (host->kernel(ctx, kernel_names[i], &g->k[i])) {
             hier_gpu_free(g);
@@ -592,12 +601,11 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
     a->xhost = g->lead;
     if (!bad) l2_setup(g, dev);
     /* METRO_HIER_REFINE_WARPS=W: W warps walk each point of the refined
-     * look (1: one, as every other walk) */
-    g->team = kn.team;
+     * look (1: one, as every other walk): kn.team */
     /* how many of the refined look's blocks the device holds at once
      * (hg_enclose splits a block into teams when its points are more) */
     int per_sm = 0, per_sm_narrow = 0;
-    if (!bad && (cu(g, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)g->k[K_ENCLOSE], 32 * g->team, 0),
+    if (!bad && (cu(g, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)g->k[K_ENCLOSE], 32 * g->kn.team, 0),
                     "the refined look's occupancy") ||
                  cu(g, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm_narrow, (const void *)g->k[K_NARROW],
                                                                      32 * HG_TEAM_NARROW, 0),
@@ -618,9 +626,9 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
      * would split smaller (never when the wide ones walk in teams of
      * HG_TEAM_NARROW or fewer anyway); METRO_HIER_REFINE_NARROW=0 never,
      * 2 always (comparisons, tests) */
-    a->refine_narrow_from = (int)((long long)a->refine_slots * g->team / HG_TEAM_NARROW);
+    a->refine_narrow_from = (int)((long long)a->refine_slots * g->kn.team / HG_TEAM_NARROW);
     a->refine_narrow = kn.narrow;
-    if (a->refine_narrow == 1 && (g->team <= HG_TEAM_NARROW || a->refine_slots_narrow <= a->refine_narrow_from))
+    if (a->refine_narrow == 1 && (g->kn.team <= HG_TEAM_NARROW || a->refine_slots_narrow <= a->refine_narrow_from))
         a->refine_narrow = 0;
     /* no job yet: the counters hold an epoch no launch has before they
      * write it (all ones), the tickets start at 0 */
@@ -849,7 +857,7 @@ static int looks(hier_gpu *g, int bi, int trials)
     return mark(g, 0, g->s) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1, g->s) ||
            run2(g, K_PREP, S, 256, 0) || mark(g, 2, g->s) ||
            (g->cfg.refine > 0 && (run1(g, K_CLIST, pow2_of(S), pow2_of(S)) ||
-                                  (a->refine_narrow < 2 && run2(g, K_ENCLOSE, 2LL * S * 32 * g->team, 32 * g->team, HG_WALK_REFINE)) ||
+                                  (a->refine_narrow < 2 && run2(g, K_ENCLOSE, 2LL * S * 32 * g->kn.team, 32 * g->kn.team, HG_WALK_REFINE)) ||
                                   (a->refine_narrow && run1(g, K_NARROW, 2LL * S * 32 * HG_TEAM_NARROW, 32 * HG_TEAM_NARROW)) ||
                                   run2(g, K_PREP, S, 256, 1))) ||
            mark(g, 3, g->s) || (g->lead && cu(g, cudaEventRecord(g->ready_ev[bi & 1], g->s), "recording an event"));
