@@ -266,7 +266,12 @@ START_TEST(exact_chain)
          "batch = 64", 1);
     unsetenv("METRO_HIER_OVERLAP");
     same(65536, 598.0 * cbrt(16.0), 5, "hierarchical", "step = 0\nreference = exact", "", 1);
-    ck_assert_msg(same(4096, 110.0, 5, "hierarchical", "step = 6\nreference = exact", "bound_scale = 0\nrefine = 0", 0),
+    /* without a bound, at order 1 (estimates far off, as
+     * broken_bound_is_caught's): at the default orders the estimates
+     * alone are close enough that whether 20,000 decisions part
+     * depends on the walks' details (a walk of both of a trial's places
+     * together kept this chain whole: bench/NOTES.md) */
+    ck_assert_msg(same(4096, 110.0, 5, "hierarchical", "step = 6\nreference = exact", "bound_scale = 0\norder = 1\nrefine = 0", 0),
                   "with no error bound the exact CUDA chain still equals the CPU's: the comparison cannot fail");
 }
 END_TEST
