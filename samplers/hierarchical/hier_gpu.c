@@ -56,8 +56,8 @@ struct hier_gpu {
      * moves, if batch k's trials are among k + 1's mates (hg_tri's j < 0,
      * hg_fold): so batch k's chain, on its own stream cs, starts once its
      * looks are done (the event ready[k & 1]) and batch k + 1's trials,
-     * formed before it on cs beside batch k - 1's update, and runs beside
-     * that update and batch k + 1's looks, on one SM: its launch is the deciding
+     * formed before it on cs (early, below), and runs beside batch k - 1's
+     * update and batch k + 1's looks, on one SM: its launch is the deciding
      * block alone, and a trial it leaves open stops it for the exact pass
      * on the whole device (xhost), so that the walks keep the other SMs.
      * Three batches are in flight (k's chain, k + 1's looks, k + 2's
@@ -66,10 +66,16 @@ struct hier_gpu {
      * alternate between two (batch k's update reads them while batch k +
      * 1's chain makes its own).  A packing of the leaves reads every
      * position, so the chain after it waits for it (pack_ev).
-     * lead = 0: cs is the main stream. */
-    int lead;
+     * lead = 0: cs is the main stream.
+     * early (lead with a side stream): batch k + 2's trials and mates'
+     * terms go on cs once batch k's chain has ended, after batch k + 1's
+     * first rules (prep_ev: hg_prep reads hg_tri's partial sums, whose
+     * buffer is single), so they run beside batch k + 1's refined look,
+     * and the main stream waits for them (trials_ev) only before batch
+     * k + 2's looks, instead of at batch k's update's end. */
+    int lead, early;
     cudaStream_t cs;
-    cudaEvent_t ready_ev[2], pack_ev;
+    cudaEvent_t ready_ev[2], pack_ev, prep_ev, trials_ev;
     metro_float4 *told[3], *ttri[3];
     hg_trial *tr[2];
     double *corr[2], *corrx[2];
@@ -151,6 +157,8 @@ void hier_gpu_free(hier_gpu *g)
     for (int i = 0; i < 2; ++i)
         if (g->ready_ev[i]) cudaEventDestroy(g->ready_ev[i]);
     if (g->pack_ev) cudaEventDestroy(g->pack_ev);
+    if (g->prep_ev) cudaEventDestroy(g->prep_ev);
+    if (g->trials_ev) cudaEventDestroy(g->trials_ev);
     if (g->side != g->s) cudaStreamDestroy(g->side);
     if (g->cs && g->cs != g->s) cudaStreamDestroy(g->cs);
     free(g);
@@ -536,7 +544,9 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
                     cu(g, cudaStreamCreateWithPriority(&g->cs, cudaStreamNonBlocking, prio_hi), "creating a stream") ||
                     cu(g, cudaEventCreateWithFlags(&g->ready_ev[0], cudaEventDisableTiming), "creating an event") ||
                     cu(g, cudaEventCreateWithFlags(&g->ready_ev[1], cudaEventDisableTiming), "creating an event") ||
-                    cu(g, cudaEventCreateWithFlags(&g->pack_ev, cudaEventDisableTiming), "creating an event"))) {
+                    cu(g, cudaEventCreateWithFlags(&g->pack_ev, cudaEventDisableTiming), "creating an event") ||
+                    cu(g, cudaEventCreateWithFlags(&g->prep_ev, cudaEventDisableTiming), "creating an event") ||
+                    cu(g, cudaEventCreateWithFlags(&g->trials_ev, cudaEventDisableTiming), "creating an event"))) {
         hier_gpu_free(g);
         return -1;
     }
@@ -549,6 +559,7 @@ int hier_gpu_create(const metro_host_api *host, metro_ctx *ctx, const hier_gpu_c
         hier_gpu_free(g);
         return -1;
     }
+    g->early = g->lead && g->side != g->s;
     g->profile = kn.profile;
     for (int i = 0; g->profile && i < HG_EVENTS + 2; ++i)
         if (cu(g, cudaEventCreate(i < HG_EVENTS ? &g->ev[i] : &g->sev[i - HG_EVENTS]), "creating an event"))
@@ -855,7 +866,8 @@ static int looks(hier_gpu *g, int bi, int trials)
     profile_phase(g, 5); /* before its first event is recorded again */
     g->looked = 1;
     return mark(g, 0, g->s) || run2(g, K_ENCLOSE, 2LL * S * 32, 32 * HG_WARPS, HG_WALK_FIRST) || mark(g, 1, g->s) ||
-           run2(g, K_PREP, S, 256, 0) || mark(g, 2, g->s) ||
+           run2(g, K_PREP, S, 256, 0) ||
+           (g->early && cu(g, cudaEventRecord(g->prep_ev, g->s), "recording an event")) || mark(g, 2, g->s) ||
            (g->cfg.refine > 0 && (run1(g, K_CLIST, pow2_of(S), pow2_of(S)) ||
                                   (a->refine_narrow < 2 && run2(g, K_ENCLOSE, 2LL * S * 32 * g->kn.team, 32 * g->kn.team, HG_WALK_REFINE)) ||
                                   (a->refine_narrow && run1(g, K_NARROW, 2LL * S * 32 * HG_TEAM_NARROW, 32 * HG_TEAM_NARROW)) ||
@@ -903,11 +915,25 @@ static int chain(hier_gpu *g, metro_state *st, int bi, int trials, hier_gpu_stat
     return mark(g, 5, g->cs);
 }
 
+/* Early (g->early): batch `next`'s trials and mates' terms on the chain's
+ * stream, right after the chain that ended there, once the rules of the
+ * batch before `next` have read hg_tri's partial sums (prep_ev); the
+ * main stream waits for them (trials_ev) at the end of the update before
+ * next's looks.  What they overwrite is free by then: the trial buffers
+ * of batch next - 3, whose update is before those rules on the main
+ * stream, and the mates' terms of batch next - 2, whose chain has ended. */
+static int early_trials(hier_gpu *g, int next, int trials)
+{
+    return cu(g, cudaStreamWaitEvent(g->cs, g->prep_ev, 0), "waiting for an event") ||
+           batch_trials(g, next, trials, g->cs) || cu(g, cudaEventRecord(g->trials_ev, g->cs), "recording an event");
+}
+
 /* Batch bi's update of the tree after its chain: the moments on the main
  * stream, and beside them on the side stream its leaves' moves and batch
- * `next`'s trials and mates' terms (overlapping, those on the chain's
- * stream, before the next chain: hg_tri's twice as many mates outlasted
- * the moments after the leaves' moves); then, where due, the leaves
+ * `next`'s trials and mates' terms (early, those are on the chain's
+ * stream already, and the main stream waits for them here: beside the
+ * update, hg_tri's twice as many mates outlasted the moments, and on the
+ * side stream they followed the leaves' moves); then, where due, the leaves
  * packed afresh (the holes and the overflow list gone, the leaves in
  * index order again: HG_REPACKS), which the next chain, writing places,
  * waits for */
@@ -921,16 +947,16 @@ static int update(hier_gpu *g, int bi, int next, int trials, int repack_now)
     profile_phase(g, 5);
     /* hg_leaf_move is launched with this batch's view, batch_trials (last)
      * changes it */
-    cudaStream_t ts = g->lead && g->side != g->s ? g->cs : g->side;
     mark(g, 6, g->s);
     /* the looks' end (event 3) to here; overlapping, the cycle's last
      * update follows the one before it, not looks: no wait to count */
     g->pending[5] = g->profile && g->looked;
     g->looked = 0;
-    return fork_to(g, g->side) || (ts != g->side && fork_to(g, ts)) ||
-           launch(g, g->side, K_MOVE, pow2_of(S), pow2_of(S), args1) ||
+    return fork_to(g, g->side) || launch(g, g->side, K_MOVE, pow2_of(S), pow2_of(S), args1) ||
            run2(g, K_MOM, (long long)S * lv * 2 * 16, 128, 1) || run2(g, K_NORMS, (long long)S * lv * 2 * 32, 128, 1) ||
-           batch_trials(g, next, trials, ts) || join_from(g, g->side) || (ts != g->side && join_from(g, ts)) ||
+           (g->early ? cu(g, cudaStreamWaitEvent(g->s, g->trials_ev, 0), "waiting for an event")
+                     : batch_trials(g, next, trials, g->side)) ||
+           join_from(g, g->side) ||
            (repack_now && (repack(g, 1) ||
                            (g->lead && (cu(g, cudaEventRecord(g->pack_ev, g->s), "recording an event") ||
                                         cu(g, cudaStreamWaitEvent(g->cs, g->pack_ev, 0), "waiting for an event"))))) ||
@@ -961,7 +987,8 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
         return -1;
     for (int bi = 0; bi < nb; ++bi) {
         const int next = bi + 1 + lead;
-        if (chain(g, st, bi, trials, stats) || update(g, bi, next, trials, (bi + 1) % every == 0 && bi + 1 < nb) ||
+        if (chain(g, st, bi, trials, stats) || (g->early && early_trials(g, next, trials)) ||
+            update(g, bi, next, trials, (bi + 1) % every == 0 && bi + 1 < nb) ||
             (next < nb && looks(g, next, trials)))
             return -1;
     }
@@ -980,9 +1007,10 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
         g->host->log(g->ctx, METRO_LOG_INFO,
                      "profile so far: %.4g s walks, %.4g s rules, %.4g s refined looks, %.4g s "
                      "decision chain (its exact passes and stops included; %lld stops, %.4g s), %.4g s tree updates "
-                     "(the leaves' packings, and the next batch's trials and mates' terms beside them, included; "
+                     "(the leaves' packings included, and, in order, the next batch's trials and mates' terms beside them; "
+                     "overlapping with a side stream, those run before, beside the refined look, and the update waits for them; "
                      "the first batch's, beside the cycle's first packing, and the second's when batches overlap, "
-                     "in none), %.4g s between looks and update (the main stream waiting for the chain or the "
+                     "in no phase), %.4g s between looks and update (the main stream waiting for the chain or the "
                      "host); the chain's deciding block ran %.4g s of its phase%s",
                      g->phase[0], g->phase[1], g->phase[2], g->phase[3], g->stops, g->t_stops, g->phase[4], g->phase[5],
                      (double)g->h_status->chain_ns * 1e-9,
