@@ -1,0 +1,325 @@
+/* hier_local — a design study for issue 13 (no sampler uses it yet):
+ * would a far field kept between batches as local expansions decide moves
+ * as the first look does, and what would each place still sum directly?
+ *
+ * On the paper's 3:-1 electrolyte (PHYSICS.md §2: cation density
+ * 1.1447e-6 Å^-3, λ_B = 7.117 Å) at N ions placed at random in the ball
+ * (points, every fourth a cation; hard cores change little at this
+ * density), for K random moves (a particle and a trial in the sampler's
+ * default cube of side 2R/3, kept inside the ball), both places of each
+ * move get
+ *   first   the first look's truncation bound E (hier_eval at order 8,
+ *           theta 0.65, the sampler's defaults for the GPU's runs) and its
+ *           far cells and direct partners;
+ *   local   the truncation bound of a far field from local expansions of
+ *           order p about the centres of the place's ancestor cells, level
+ *           2 to the leaves (L, the sampler's depth for 32 a leaf), each fed
+ *           by its interaction list: the cells of its level whose parent is
+ *           within b cells of its parent (Chebyshev) but which are not
+ *           within b cells of it (189 a level for b = 1, 875 for b = 2);
+ *           the leaves within b of the place's leaf are summed directly.
+ *           Each source's bound is the Taylor remainder of 1/|x - s| about
+ *           the centre c, |z| / (d - r) (r / d)^(p+1), d = |s - c|,
+ *           r = |x - c| (the tightest per-source form: a cell-level
+ *           bound, which an implementation would use, is looser).
+ * Both bounds are in units of Σ |z| / distance, for the move's two places
+ * together.  Prints per (b, p) the median and 90th percentile of
+ * local / first over the moves, the direct partners a place, and what
+ * keeping the expansions up to date would cost a batch of 1024 moves
+ * (~1,040 places moved in or out: half accepted) at (p + 1)^2 terms of
+ * ~18 flops per place and interaction cell (the recurrence and the
+ * product).
+ *
+ *   hier_local [N [K [seed]]]     defaults 1048576 200 1
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hier_math.h"
+#include "hier_tree.h"
+
+#define CATION_DENSITY 1.1447e-6 /* Å^-3 */
+
+static double urand(unsigned long long *s)
+{
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(*s >> 11) * 0x1p-53;
+}
+
+static coulomb_hs_params params_3to1(double R)
+{
+    coulomb_hs_params p;
+    memset(&p, 0, sizeof p);
+    const double z[2] = {3, -1};
+    for (int s = 0; s < METRO_MAX_SPECIES; ++s) {
+        const int t = s < 2 ? s : 0;
+        const double rc = R - 3.75;
+        p.sp[s] = metro_f4((float)z[t], 3.75f, (float)(7.117 * z[t]), (float)(rc * rc));
+    }
+    p.nspecies = 2;
+    p.bjerrum = 7.117f;
+    p.cell_radius = (float)R;
+    return p;
+}
+
+static metro_float4 in_ball(unsigned long long *s, double R, float w)
+{
+    for (;;) {
+        const double x = (2 * urand(s) - 1) * R, y = (2 * urand(s) - 1) * R, z = (2 * urand(s) - 1) * R;
+        if (x * x + y * y + z * z <= R * R) return metro_f4((float)x, (float)y, (float)z, w);
+    }
+}
+
+static int cmp(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double quantile(double *v, int n, double q)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return v[(int)(q * (n - 1) + 0.5)];
+}
+
+/* The leaves' particles, bucketed (counting sort) */
+typedef struct {
+    int L, m;         /* leaf level, leaves a side */
+    double Rt, h;     /* cube half side, leaf side */
+    int *start, *idx; /* leaf c's particles: idx[start[c] .. start[c + 1]) */
+} grid;
+
+static int cell_of(const grid *g, int l, double v)
+{
+    const int ml = 1 << l;
+    int c = (int)floor((v + g->Rt) / (2.0 * g->Rt / ml));
+    return c < 0 ? 0 : c >= ml ? ml - 1 : c;
+}
+
+/* The local far field's bound at x (orders p8 and p12 in one pass) and its
+ * direct partners, buffer b; particle `skip` left out */
+static void local_bound(const grid *g, const metro_float4 *pos, const coulomb_hs_params *prm, double x[3], int skip,
+                        int b, double out[2], long *direct, long *seen)
+{
+    double e8 = 0.0, e12 = 0.0;
+    long dir = 0, far = 0;
+    for (int l = 2; l <= g->L; ++l) {
+        const int ml = 1 << l, span = 1 << (g->L - l); /* leaves a side of a level-l cell */
+        const double hl = 2.0 * g->Rt / ml;
+        const int c[3] = {cell_of(g, l, x[0]), cell_of(g, l, x[1]), cell_of(g, l, x[2])};
+        const double cc[3] = {-g->Rt + (c[0] + 0.5) * hl, -g->Rt + (c[1] + 0.5) * hl, -g->Rt + (c[2] + 0.5) * hl};
+        const double r = sqrt((x[0] - cc[0]) * (x[0] - cc[0]) + (x[1] - cc[1]) * (x[1] - cc[1]) +
+                              (x[2] - cc[2]) * (x[2] - cc[2]));
+        int lo[3], hi[3];
+        for (int a = 0; a < 3; ++a) {
+            lo[a] = 2 * ((c[a] >> 1) - b);
+            hi[a] = 2 * ((c[a] >> 1) + b) + 1;
+            if (lo[a] < 0) lo[a] = 0;
+            if (hi[a] > ml - 1) hi[a] = ml - 1;
+        }
+        for (int dx = lo[0]; dx <= hi[0]; ++dx)
+            for (int dy = lo[1]; dy <= hi[1]; ++dy)
+                for (int dz = lo[2]; dz <= hi[2]; ++dz) {
+                    const int cheb = abs(dx - c[0]) > abs(dy - c[1]) ? abs(dx - c[0]) : abs(dy - c[1]);
+                    const int ch = cheb > abs(dz - c[2]) ? cheb : abs(dz - c[2]);
+                    const int nearby = ch <= b;
+                    if (nearby && l < g->L) continue; /* a finer level's */
+                    for (int u = dx * span; u < (dx + 1) * span; ++u)
+                        for (int v = dy * span; v < (dy + 1) * span; ++v)
+                            for (int w = dz * span; w < (dz + 1) * span; ++w) {
+                                const int leaf = (u * g->m + v) * g->m + w;
+                                for (int k = g->start[leaf]; k < g->start[leaf + 1]; ++k) {
+                                    const int j = g->idx[k];
+                                    if (j == skip) continue;
+                                    if (nearby) { /* l == L: summed directly */
+                                        ++dir;
+                                        continue;
+                                    }
+                                    ++far;
+                                    const double sx = pos[j].x - cc[0], sy = pos[j].y - cc[1], sz = pos[j].z - cc[2];
+                                    const double d = sqrt(sx * sx + sy * sy + sz * sz), q = r / d;
+                                    const double az = fabs((double)prm->sp[coulomb_hs_species(pos[j].w)].x);
+                                    double q9 = q * q * q;
+                                    q9 = q9 * q9 * q9;
+                                    const double q13 = q9 * q * q * q * q, f = az / (d - r);
+                                    e8 += f * q9;
+                                    e12 += f * q13;
+                                }
+                            }
+                }
+    }
+    out[0] = e8;
+    out[1] = e12;
+    *direct = dir;
+    *seen = far + dir;
+}
+
+/* The first look's far field with the same per-source bound: the walk's
+ * test (a cell of radius rho = sqrt(3)/2 side is far when rho <= theta d
+ * and d - rho >= dcut, d = |x - c|; else opened; the leaves summed
+ * directly), and for each source of a far cell the multipole remainder
+ * |z| / (d - s) (s / d)^(p+1), s = |s_j - c|: the like-for-like comparison
+ * of the two layouts (the tree's own bound, from its cells' norms, is the
+ * looser one hier_eval returns) */
+static double first_ideal(const grid *g, const metro_float4 *pos, const coulomb_hs_params *prm, const double x[3],
+                          int skip, double theta, double dcut, int l, int cx, int cy, int cz, long *seen)
+{
+    const int span = 1 << (g->L - l);
+    const double hl = 2.0 * g->Rt / (1 << l), rho = 0.5 * sqrt(3.0) * hl;
+    const double c[3] = {-g->Rt + (cx + 0.5) * hl, -g->Rt + (cy + 0.5) * hl, -g->Rt + (cz + 0.5) * hl};
+    const double d = sqrt((x[0] - c[0]) * (x[0] - c[0]) + (x[1] - c[1]) * (x[1] - c[1]) + (x[2] - c[2]) * (x[2] - c[2]));
+    if (l == g->L) { /* a near leaf: summed directly */
+        const int leaf = (cx * g->m + cy) * g->m + cz;
+        for (int k = g->start[leaf]; k < g->start[leaf + 1]; ++k) *seen += g->idx[k] != skip;
+        return 0.0;
+    }
+    if (l >= 1 && rho <= theta * d && d - rho >= dcut) {
+        double e = 0.0;
+        for (int u = cx * span; u < (cx + 1) * span; ++u)
+            for (int v = cy * span; v < (cy + 1) * span; ++v)
+                for (int w = cz * span; w < (cz + 1) * span; ++w) {
+                    const int leaf = (u * g->m + v) * g->m + w;
+                    for (int k = g->start[leaf]; k < g->start[leaf + 1]; ++k) {
+                        const int j = g->idx[k];
+                        if (j == skip) continue;
+                        ++*seen;
+                        const double sx = pos[j].x - c[0], sy = pos[j].y - c[1], sz = pos[j].z - c[2];
+                        const double sd = sqrt(sx * sx + sy * sy + sz * sz), q = sd / d;
+                        double q9 = q * q * q;
+                        q9 = q9 * q9 * q9;
+                        e += fabs((double)prm->sp[coulomb_hs_species(pos[j].w)].x) / (d - sd) * q9;
+                    }
+                }
+        return e;
+    }
+    double e = 0.0;
+    for (int ch = 0; ch < 8; ++ch)
+        e += first_ideal(g, pos, prm, x, skip, theta, dcut, l + 1, 2 * cx + (ch >> 2), 2 * cy + ((ch >> 1) & 1),
+                         2 * cz + (ch & 1), seen);
+    return e;
+}
+
+int main(int argc, char **argv)
+{
+    const int n = argc > 1 ? atoi(argv[1]) : 1 << 20, K = argc > 2 ? atoi(argv[2]) : 200;
+    unsigned long long seed = argc > 3 ? strtoull(argv[3], NULL, 10) : 1;
+    if (n < 4096 || K < 1) {
+        fprintf(stderr, "usage: %s [N >= 4096 [K >= 1 [seed]]]\n", argv[0]);
+        return 2;
+    }
+    const double R = cbrt(3.0 * (n / 4.0) / CATION_DENSITY / (4.0 * M_PI)), Rt = R * (1 + 1e-6);
+    /* the sampler's depth (hierarchical.c, leaf_level) for 32 a leaf */
+    const double want = 6.0 * n / (M_PI * 32.0);
+    const int L = want > 1.0 ? (int)floor(log(want) / log(8.0) + 0.5) : 0;
+    const coulomb_hs_params prm = params_3to1(R);
+    metro_float4 *pos = malloc((size_t)n * sizeof *pos);
+    for (int i = 0; i < n; ++i) pos[i] = in_ball(&seed, R - 3.75, (float)(i % 4 != 0));
+    hier_tree t;
+    if (hier_tree_init(&t, pos, n, &prm, 12, 8, L, Rt)) {
+        fprintf(stderr, "hier_local: out of memory\n");
+        return 1;
+    }
+    grid g = {.L = L, .m = 1 << L, .Rt = Rt, .h = 2.0 * Rt / (1 << L)};
+    const size_t nl = (size_t)g.m * g.m * g.m;
+    g.start = calloc(nl + 1, sizeof *g.start);
+    g.idx = malloc((size_t)n * sizeof *g.idx);
+    int *leaf = malloc((size_t)n * sizeof *leaf);
+    for (int i = 0; i < n; ++i) {
+        leaf[i] = (cell_of(&g, L, pos[i].x) * g.m + cell_of(&g, L, pos[i].y)) * g.m + cell_of(&g, L, pos[i].z);
+        g.start[leaf[i] + 1]++;
+    }
+    for (size_t c = 0; c < nl; ++c) g.start[c + 1] += g.start[c];
+    int *fill = calloc(nl, sizeof *fill);
+    for (int i = 0; i < n; ++i) g.idx[g.start[leaf[i]] + fill[leaf[i]]++] = i;
+
+    const double theta = 0.65, dcut = 7.5 * 1.001 + 1e-6, side = 2.0 * R / 3.0;
+    double *ratio[2][2], *first = malloc((size_t)K * sizeof *first), *ideal = malloc((size_t)K * sizeof *ideal);
+    double *iratio[2][2];
+    for (int b = 0; b < 2; ++b)
+        for (int p = 0; p < 2; ++p) {
+            ratio[b][p] = malloc((size_t)K * sizeof(double));
+            iratio[b][p] = malloc((size_t)K * sizeof(double));
+        }
+    double cells = 0.0, fdirect = 0.0, ldirect[2] = {0.0, 0.0};
+    for (int k = 0; k < K; ++k) {
+        const int i = (int)(urand(&seed) * n);
+        const metro_float4 o = pos[i];
+        metro_float4 tr;
+        do {
+            tr = metro_f4((float)(o.x + (urand(&seed) - 0.5) * side), (float)(o.y + (urand(&seed) - 0.5) * side),
+                          (float)(o.z + (urand(&seed) - 0.5) * side), o.w);
+        } while ((double)tr.x * tr.x + (double)tr.y * tr.y + (double)tr.z * tr.z > (R - 3.75) * (R - 3.75));
+        double ef = 0.0, ei = 0.0, el[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+        for (int s = 0; s < 2; ++s) {
+            const metro_float4 x = s ? o : tr;
+            hier_result r;
+            hier_eval(&t, x, i, o, theta, dcut, 0, 0, 1, &r);
+            ef += r.E;
+            cells += (double)r.cells;
+            fdirect += (double)r.direct;
+            double xd[3] = {x.x, x.y, x.z};
+            /* each layout must count every other particle once: a check
+             * of the study's own partitions */
+            long seen = 0;
+            ei += first_ideal(&g, pos, &prm, xd, i, theta, dcut, 0, 0, 0, 0, &seen);
+            if (seen != n - 1) {
+                fprintf(stderr, "hier_local: the walk counted %ld of %d partners\n", seen, n - 1);
+                return 1;
+            }
+            for (int b = 0; b < 2; ++b) {
+                double e[2];
+                long dir, lseen;
+                local_bound(&g, pos, &prm, xd, i, b + 1, e, &dir, &lseen);
+                if (lseen != n - 1) {
+                    fprintf(stderr, "hier_local: the local layout (b = %d) counted %ld of %d partners\n", b + 1, lseen,
+                            n - 1);
+                    return 1;
+                }
+                el[b][0] += e[0];
+                el[b][1] += e[1];
+                ldirect[b] += (double)dir;
+            }
+        }
+        first[k] = ef;
+        ideal[k] = ei;
+        for (int b = 0; b < 2; ++b)
+            for (int p = 0; p < 2; ++p) {
+                ratio[b][p][k] = el[b][p] / ef;
+                iratio[b][p][k] = el[b][p] / ei;
+            }
+    }
+    printf("hier_local: N = %d, R = %.1f Å, leaves 2^%d a side (%.0f Å), %d moves (trial cube 2R/3), first look "
+           "order 8 at theta %.2f: %.0f far cells and %.0f direct partners a place, truncation bound (both places) "
+           "median %.3g (the same walk with per-source bounds: %.3g)\n\n",
+           n, R, L, g.h, K, theta, cells / (2.0 * K), fdirect / (2.0 * K), quantile(first, K, 0.5),
+           quantile(ideal, K, 0.5));
+    printf("| buffer b | order p | local / first (tree's bound), median | 90th percentile | local / first "
+           "(per-source both), median | 90th percentile | direct partners a place | interaction cells a level | "
+           "upkeep, GFLOP a batch |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (int b = 0; b < 2; ++b)
+        for (int p = 0; p < 2; ++p) {
+            const int bb = b + 1, pp = p ? 12 : 8;
+            const int il = (2 * (2 * bb + 1)) * (2 * (2 * bb + 1)) * (2 * (2 * bb + 1)) -
+                           (2 * bb + 1) * (2 * bb + 1) * (2 * bb + 1);
+            const double flops = 1040.0 * (L - 1) * il * (pp + 1) * (pp + 1) * 18.0;
+            printf("| %d | %d | %.3g | %.3g | %.3g | %.3g | %.0f | %d | %.2f |\n", bb, pp, quantile(ratio[b][p], K, 0.5),
+                   quantile(ratio[b][p], K, 0.9), quantile(iratio[b][p], K, 0.5), quantile(iratio[b][p], K, 0.9),
+                   ldirect[b] / (2.0 * K), il, flops * 1e-9);
+        }
+    hier_tree_free(&t);
+    free(pos);
+    free(g.start);
+    free(g.idx);
+    free(leaf);
+    free(fill);
+    for (int b = 0; b < 2; ++b)
+        for (int p = 0; p < 2; ++p) {
+            free(ratio[b][p]);
+            free(iratio[b][p]);
+        }
+    free(first);
+    free(ideal);
+    return 0;
+}
