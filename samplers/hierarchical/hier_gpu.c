@@ -44,10 +44,11 @@ struct hier_gpu {
     cudaStream_t s;
     /* The side stream: work that needs neither the walks nor the moments
      * runs there beside a batch's update of the moments (hg_mom,
-     * hg_norms): the leaves' moves (hg_leaf_move) and the next batch's
-     * trials and mates' terms (hg_trials, hg_tri), from fork_to to
-     * join_from; METRO_HIER_SIDE=0 (comparisons): no side stream, all on
-     * the main one in that order. */
+     * hg_norms): the leaves' moves (hg_leaf_move) and, in order and for a
+     * cycle's first two batches, a batch's trials and mates' terms
+     * (hg_trials, hg_tri; overlapping, the later ones go on cs: early,
+     * below), from fork_to to join_from; METRO_HIER_SIDE=0 (comparisons):
+     * no side stream, all on the main one in that order. */
     cudaStream_t side;
     cudaEvent_t fork_ev, join_ev;
     /* Batches overlapping (lead = 1; METRO_HIER_OVERLAP=0 for comparison:
@@ -56,7 +57,8 @@ struct hier_gpu {
      * moves, if batch k's trials are among k + 1's mates (hg_tri's j < 0,
      * hg_fold): so batch k's chain, on its own stream cs, starts once its
      * looks are done (the event ready[k & 1]) and batch k + 1's trials,
-     * formed before it on cs (early, below), and runs beside batch k - 1's
+     * formed before it (on cs: early, below; with METRO_HIER_SIDE=0 on
+     * the main stream in batch k - 1's update), and runs beside batch k - 1's
      * update and batch k + 1's looks, on one SM: its launch is the deciding
      * block alone, and a trial it leaves open stops it for the exact pass
      * on the whole device (xhost), so that the walks keep the other SMs.
@@ -70,9 +72,9 @@ struct hier_gpu {
      * early (lead with a side stream): batch k + 2's trials and mates'
      * terms go on cs once batch k's chain has ended, after batch k + 1's
      * first rules (prep_ev: hg_prep reads hg_tri's partial sums, whose
-     * buffer is single), so they run beside batch k + 1's refined look,
-     * and the main stream waits for them (trials_ev) only before batch
-     * k + 2's looks, instead of at batch k's update's end. */
+     * buffer is single), so they start beside batch k + 1's refined look
+     * instead of with batch k's update; the main stream still waits for
+     * them (trials_ev) at that update's end, by when they are done. */
     int lead, early;
     cudaStream_t cs;
     cudaEvent_t ready_ev[2], pack_ev, prep_ev, trials_ev;
@@ -97,8 +99,9 @@ struct hier_gpu {
     int counting;  /* dalloc only adds the bytes up (hier_gpu_bytes) */
     size_t counted;
     /* METRO_HIER_PROFILE=1: CUDA events around a batch's phases (walks,
-     * the rules (hg_prep: the mates' terms themselves are formed beside
-     * the previous update), refined looks, the decision chain with its
+     * the rules (hg_prep: the mates' terms themselves are formed before,
+     * beside the previous update or, early, the previous refined look),
+     * refined looks, the decision chain with its
      * exact passes and stops, tree update with what runs beside it),
      * summed per run; and around each stop
      * (the host's reference), counted apart */
@@ -921,7 +924,10 @@ static int chain(hier_gpu *g, metro_state *st, int bi, int trials, hier_gpu_stat
  * main stream waits for them (trials_ev) at the end of the update before
  * next's looks.  What they overwrite is free by then: the trial buffers
  * of batch next - 3, whose update is before those rules on the main
- * stream, and the mates' terms of batch next - 2, whose chain has ended. */
+ * stream (and which batch next - 2's mates' terms read, before its
+ * chain), and the mates' terms of batch next - 2, whose chain has ended;
+ * what they read (batch next - 1's trials) is written before them and not
+ * again. */
 static int early_trials(hier_gpu *g, int next, int trials)
 {
     return cu(g, cudaStreamWaitEvent(g->cs, g->prep_ev, 0), "waiting for an event") ||
