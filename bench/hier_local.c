@@ -28,10 +28,18 @@
  * keeping the expansions up to date would cost a batch of 1024 moves
  * (~1,040 places moved in or out: half accepted) at (p + 1)^2 terms of
  * ~18 flops per place and interaction cell (the recurrence and the
- * product).
+ * product).  Then, for the first K2 moves, the expansions themselves
+ * (local_norms): their coefficients to degree 14, the estimate to degree
+ * 8 or 12 against the exact sum over the same sources, and their bound
+ * from the coefficients' norms and the sources' tail, as the tree bounds
+ * its far cells, against the tree's own bounds of the first look (order
+ * 8) and the refined look (order 12 at 0.7 theta); every error must lie
+ * within its bound (else exit status 1).  Each layout must count every
+ * other particle once (else exit status 1).
  *
- *   hier_local [N [K [seed]]]     defaults 1048576 200 1
+ *   hier_local [N [K [seed [K2]]]]     defaults 1048576 200 1 min(K, 20)
  */
+#include <complex.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -156,6 +164,137 @@ static void local_bound(const grid *g, const metro_float4 *pos, const coulomb_hs
     *seen = far + dir;
 }
 
+/* ---- the local expansions themselves, bounded from their norms ---------- *
+ *
+ * With R_n^m(y) = r^n P_n^m(cos t) e^(i m f) / (n+m)! and I_n^m(w) = (n-m)!
+ * P_n^m(cos t') e^(i m f') / |w|^(n+1) (m >= 0, P without the Condon-Shortley
+ * phase), Legendre's addition theorem gives, for |y| < |w|,
+ *   1 / |w - y| = Σ_n [R_n^0(y) I_n^0(w) + 2 Σ_(m>=1) Re(conj(R_n^m(y)) I_n^m(w))],
+ * so a cell's local coefficients are L_n^m = Σ_s z_s I_n^m(s - c), and the
+ * degree-n term at x = c + y is at most r^n H_n, H_n = sqrt(|L_n^0|^2 / n!^2
+ * + 2 Σ_(m>=1) |L_n^m|^2 / ((n+m)! (n-m)!)) (Cauchy-Schwarz, with Σ_m
+ * (n+m)! (n-m)! |R_n^m|^2 = r^(2n) by the same theorem at angle 0).  Beyond
+ * the kept degrees HL_PM, the sources' own tail Σ_s |z_s| r^(PM+1) /
+ * (d_s^(PM+1) (d_s - r)), at most r^(PM+1) Σ_s |z_s| / (d_s^(PM+1) (d_s -
+ * rho)) with rho the cell's radius: one number a cell.  These are what an
+ * implementation would store (the tree's first look bounds its far cells
+ * the same way, from its moments' norms). */
+#define HL_PM 14 /* the degrees kept: the tree's for orders 8 and 12 (12 + HIER_EXTRA) */
+#define HL_W (HL_PM + 1)
+
+/* P_n^m(ct) for 0 <= m <= n <= HL_PM (st = sin t >= 0) */
+static void legendre(double ct, double st, double *P)
+{
+    double pmm = 1.0;
+    for (int m = 0; m <= HL_PM; ++m) {
+        if (m > 0) pmm *= (2.0 * m - 1.0) * st;
+        P[m * HL_W + m] = pmm;
+        if (m + 1 <= HL_PM) P[(m + 1) * HL_W + m] = (2.0 * m + 1.0) * ct * pmm;
+        for (int n = m + 2; n <= HL_PM; ++n)
+            P[n * HL_W + m] = ((2.0 * n - 1.0) * ct * P[(n - 1) * HL_W + m] - (n + m - 1.0) * P[(n - 2) * HL_W + m]) /
+                              (double)(n - m);
+    }
+}
+
+/* At x: the far field of buffer b's interaction lists from local
+ * expansions to degree 8 and 12 (est in long double) against the exact sum
+ * over the same sources (long double), and their norm bounds; phi = Σ|z|/r
+ * over those sources */
+static void local_norms(const grid *g, const metro_float4 *pos, const coulomb_hs_params *prm, const double x[3],
+                        int skip, int b, double bound[2], double err[2], double *phi)
+{
+    static const int ps[2] = {8, 12};
+    double fact[2 * HL_W + 1];
+    fact[0] = 1.0;
+    for (int k = 1; k <= 2 * HL_W; ++k) fact[k] = fact[k - 1] * k;
+    long double est[2] = {0.0L, 0.0L}, exact = 0.0L, ph = 0.0L;
+    double bnd[2] = {0.0, 0.0};
+    static double P[HL_W * HL_W];
+    static double complex Lc[HL_W * HL_W];
+    for (int l = 2; l <= g->L; ++l) {
+        const int ml = 1 << l, span = 1 << (g->L - l);
+        const double hl = 2.0 * g->Rt / ml, rcell = 0.5 * sqrt(3.0) * hl;
+        const int c[3] = {cell_of(g, l, x[0]), cell_of(g, l, x[1]), cell_of(g, l, x[2])};
+        const double cc[3] = {-g->Rt + (c[0] + 0.5) * hl, -g->Rt + (c[1] + 0.5) * hl, -g->Rt + (c[2] + 0.5) * hl};
+        memset(Lc, 0, sizeof Lc);
+        double ktail = 0.0;
+        int lo[3], hi[3];
+        for (int a = 0; a < 3; ++a) {
+            lo[a] = 2 * ((c[a] >> 1) - b);
+            hi[a] = 2 * ((c[a] >> 1) + b) + 1;
+            if (lo[a] < 0) lo[a] = 0;
+            if (hi[a] > ml - 1) hi[a] = ml - 1;
+        }
+        for (int dx = lo[0]; dx <= hi[0]; ++dx)
+            for (int dy = lo[1]; dy <= hi[1]; ++dy)
+                for (int dz = lo[2]; dz <= hi[2]; ++dz) {
+                    const int ax = abs(dx - c[0]), ay = abs(dy - c[1]), az = abs(dz - c[2]);
+                    if ((ax > ay ? (ax > az ? ax : az) : (ay > az ? ay : az)) <= b) continue; /* a finer level's, or near */
+                    for (int u = dx * span; u < (dx + 1) * span; ++u)
+                        for (int v = dy * span; v < (dy + 1) * span; ++v)
+                            for (int w = dz * span; w < (dz + 1) * span; ++w) {
+                                const int leaf = (u * g->m + v) * g->m + w;
+                                for (int k = g->start[leaf]; k < g->start[leaf + 1]; ++k) {
+                                    const int j = g->idx[k];
+                                    if (j == skip) continue;
+                                    const double z = (double)prm->sp[coulomb_hs_species(pos[j].w)].x;
+                                    const long double ex = (long double)pos[j].x - x[0], ey = (long double)pos[j].y - x[1],
+                                                      ez = (long double)pos[j].z - x[2];
+                                    const long double dist = sqrtl(ex * ex + ey * ey + ez * ez);
+                                    exact += z / dist;
+                                    ph += fabs(z) / dist;
+                                    const double wx = pos[j].x - cc[0], wy = pos[j].y - cc[1], wz = pos[j].z - cc[2];
+                                    const double rho = sqrt(wx * wx + wy * wy + wz * wz), rxy = sqrt(wx * wx + wy * wy);
+                                    legendre(wz / rho, rxy / rho, P);
+                                    const double complex e1 = rxy > 0.0 ? (wx + I * wy) / rxy : 1.0;
+                                    double complex em = 1.0;
+                                    for (int m = 0; m <= HL_PM; ++m) {
+                                        double rinv = pow(rho, -(double)(m + 1));
+                                        for (int n = m; n <= HL_PM; ++n) {
+                                            Lc[n * HL_W + m] += z * fact[n - m] * P[n * HL_W + m] * rinv * em;
+                                            rinv /= rho;
+                                        }
+                                        em *= e1;
+                                    }
+                                    ktail += fabs(z) / (pow(rho, HL_PM + 1.0) * (rho - rcell));
+                                }
+                            }
+                }
+        /* the place in its cell */
+        const double yx = x[0] - cc[0], yy = x[1] - cc[1], yz = x[2] - cc[2];
+        const double r = sqrt(yx * yx + yy * yy + yz * yz), rxy = sqrt(yx * yx + yy * yy);
+        if (r > 0.0) legendre(yz / r, rxy / r, P);
+        else memset(P, 0, sizeof P), P[0] = 1.0;
+        const double complex e1 = rxy > 0.0 ? (yx + I * yy) / rxy : 1.0;
+        long double term[HL_W];
+        double rn = 1.0;
+        for (int n = 0; n <= HL_PM; ++n, rn *= r) {
+            double complex em = 1.0;
+            long double t = 0.0L;
+            double h2 = 0.0;
+            for (int m = 0; m <= n; ++m) {
+                const double complex Rnm = rn * P[n * HL_W + m] / fact[n + m] * em, Lnm = Lc[n * HL_W + m];
+                const double re = creal(conj(Rnm) * Lnm);
+                t += (m ? 2.0L : 1.0L) * re;
+                h2 += (m ? 2.0 : 1.0) * (creal(Lnm) * creal(Lnm) + cimag(Lnm) * cimag(Lnm)) / (fact[n + m] * fact[n - m]);
+                em *= e1;
+            }
+            term[n] = t;
+            for (int q = 0; q < 2; ++q)
+                if (n > ps[q]) bnd[q] += rn * sqrt(h2);
+        }
+        for (int q = 0; q < 2; ++q) {
+            for (int n = 0; n <= ps[q]; ++n) est[q] += term[n];
+            bnd[q] += rn * ktail; /* rn = r^(PM + 1) */
+        }
+    }
+    for (int q = 0; q < 2; ++q) {
+        bound[q] = bnd[q];
+        err[q] = (double)fabsl(exact - est[q]);
+    }
+    *phi = (double)ph;
+}
+
 /* The first look's far field with the same per-source bound: the walk's
  * test (a cell of radius rho = sqrt(3)/2 side is far when rho <= theta d
  * and d - rho >= dcut, d = |x - c|; else opened; the leaves summed
@@ -205,8 +344,9 @@ int main(int argc, char **argv)
 {
     const int n = argc > 1 ? atoi(argv[1]) : 1 << 20, K = argc > 2 ? atoi(argv[2]) : 200;
     unsigned long long seed = argc > 3 ? strtoull(argv[3], NULL, 10) : 1;
-    if (n < 4096 || K < 1) {
-        fprintf(stderr, "usage: %s [N >= 4096 [K >= 1 [seed]]]\n", argv[0]);
+    const int K2 = argc > 4 ? atoi(argv[4]) : (K < 20 ? K : 20);
+    if (n < 4096 || K < 1 || K2 < 1 || K2 > K) {
+        fprintf(stderr, "usage: %s [N >= 4096 [K >= 1 [seed [K2, 1 ... K]]]]\n", argv[0]);
         return 2;
     }
     const double R = cbrt(3.0 * (n / 4.0) / CATION_DENSITY / (4.0 * M_PI)), Rt = R * (1 + 1e-6);
@@ -243,6 +383,12 @@ int main(int argc, char **argv)
             iratio[b][p] = malloc((size_t)K * sizeof(double));
         }
     double cells = 0.0, fdirect = 0.0, ldirect[2] = {0.0, 0.0};
+    /* the first K2 moves: the expansions themselves (local_norms) against
+     * the tree's first look (order 8) and refined look (order 12 at 0.7
+     * theta, the refined look's under reference = exact) */
+    double *nratio[2][2], worst = 0.0;
+    for (int b = 0; b < 2; ++b)
+        for (int p = 0; p < 2; ++p) nratio[b][p] = malloc((size_t)K2 * sizeof(double));
     for (int k = 0; k < K; ++k) {
         const int i = (int)(urand(&seed) * n);
         const metro_float4 o = pos[i];
@@ -284,6 +430,32 @@ int main(int argc, char **argv)
         }
         first[k] = ef;
         ideal[k] = ei;
+        if (k < K2) {
+            double tree[2] = {0.0, 0.0}, nb[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
+            for (int s = 0; s < 2; ++s) {
+                const metro_float4 x = s ? o : tr;
+                const double xd[3] = {x.x, x.y, x.z};
+                hier_result r0, r1;
+                hier_eval(&t, x, i, o, theta, dcut, 0, 0, 1, &r0);
+                hier_eval(&t, x, i, o, 0.7 * theta, dcut, 0, 1, 1, &r1);
+                tree[0] += r0.E;
+                tree[1] += r1.E;
+                for (int b = 0; b < 2; ++b) {
+                    double bound[2], err[2], phi;
+                    local_norms(&g, pos, &prm, xd, i, b + 1, bound, err, &phi);
+                    for (int p = 0; p < 2; ++p) {
+                        /* the bound must hold: the error of a long-double
+                         * estimate against the long-double exact sum, with
+                         * room for the coefficients' double rounding */
+                        const double w = err[p] / (bound[p] + 1e-13 * phi);
+                        if (w > worst) worst = w;
+                        nb[b][p] += bound[p];
+                    }
+                }
+            }
+            for (int b = 0; b < 2; ++b)
+                for (int p = 0; p < 2; ++p) nratio[b][p][k] = nb[b][p] / tree[p];
+        }
         for (int b = 0; b < 2; ++b)
             for (int p = 0; p < 2; ++p) {
                 ratio[b][p][k] = el[b][p] / ef;
@@ -308,6 +480,21 @@ int main(int argc, char **argv)
                    quantile(ratio[b][p], K, 0.9), quantile(iratio[b][p], K, 0.5), quantile(iratio[b][p], K, 0.9),
                    ldirect[b] / (2.0 * K), il, flops * 1e-9);
         }
+    printf("\nThe expansions themselves (the first %d moves; degrees to %d kept, their norms and the sources' tail "
+           "beyond bound the rest), against the tree's own bounds: the first look (order 8, theta %.2f) and the "
+           "refined look (order 12, theta %.3f).  Largest error over its bound: %.3g (must be at most 1)\n\n",
+           K2, HL_PM, theta, 0.7 * theta, worst);
+    printf("| buffer b | order p | local bound / tree's bound at that order, median | 90th percentile |\n|---|---|---|---|\n");
+    for (int b = 0; b < 2; ++b)
+        for (int p = 0; p < 2; ++p)
+            printf("| %d | %d | %.3g | %.3g |\n", b + 1, p ? 12 : 8, quantile(nratio[b][p], K2, 0.5),
+                   quantile(nratio[b][p], K2, 0.9));
+    for (int b = 0; b < 2; ++b)
+        for (int p = 0; p < 2; ++p) free(nratio[b][p]);
+    if (worst > 1.0) {
+        fprintf(stderr, "hier_local: an error exceeded its bound (%.3g of it)\n", worst);
+        return 1;
+    }
     hier_tree_free(&t);
     free(pos);
     free(g.start);
