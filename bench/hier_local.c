@@ -97,6 +97,7 @@ typedef struct {
     int L, m;         /* leaf level, leaves a side */
     double Rt, h;     /* cube half side, leaf side */
     int *start, *idx; /* leaf c's particles: idx[start[c] .. start[c + 1]) */
+    int *buf;         /* a cell's particles (cell_particles), n places */
 } grid;
 
 static int cell_of(const grid *g, int l, double v)
@@ -104,6 +105,51 @@ static int cell_of(const grid *g, int l, double v)
     const int ml = 1 << l;
     int c = (int)floor((v + g->Rt) / (2.0 * g->Rt / ml));
     return c < 0 ? 0 : c >= ml ? ml - 1 : c;
+}
+
+/* The particles of level-l cell (cx, cy, cz) but skip, leaf by leaf, into
+ * g->buf; returns how many */
+static int cell_particles(const grid *g, int l, int cx, int cy, int cz, int skip)
+{
+    const int span = 1 << (g->L - l);
+    int cnt = 0;
+    for (int u = cx * span; u < (cx + 1) * span; ++u)
+        for (int v = cy * span; v < (cy + 1) * span; ++v)
+            for (int w = cz * span; w < (cz + 1) * span; ++w) {
+                const int leaf = (u * g->m + v) * g->m + w;
+                for (int k = g->start[leaf]; k < g->start[leaf + 1]; ++k)
+                    if (g->idx[k] != skip) g->buf[cnt++] = g->idx[k];
+            }
+    return cnt;
+}
+
+/* Level l's cells around cell c for buffer b <= 2: the children of the
+ * cells within b of c's parent (Chebyshev), each with [3] = whether it is
+ * within b of c itself (a finer level's, or at the leaves summed directly);
+ * the others are c's interaction list.  Returns how many */
+#define HL_AROUND 1000 /* (2 (2b + 1))^3 at b = 2 */
+static int around(int l, const int c[3], int b, int (*cells)[4])
+{
+    const int ml = 1 << l;
+    int lo[3], hi[3], k = 0;
+    for (int a = 0; a < 3; ++a) {
+        lo[a] = 2 * ((c[a] >> 1) - b);
+        hi[a] = 2 * ((c[a] >> 1) + b) + 1;
+        if (lo[a] < 0) lo[a] = 0;
+        if (hi[a] > ml - 1) hi[a] = ml - 1;
+    }
+    for (int dx = lo[0]; dx <= hi[0]; ++dx)
+        for (int dy = lo[1]; dy <= hi[1]; ++dy)
+            for (int dz = lo[2]; dz <= hi[2]; ++dz) {
+                const int ax = abs(dx - c[0]), ay = abs(dy - c[1]), az = abs(dz - c[2]);
+                const int ch = ax > ay ? (ax > az ? ax : az) : (ay > az ? ay : az);
+                cells[k][0] = dx;
+                cells[k][1] = dy;
+                cells[k][2] = dz;
+                cells[k][3] = ch <= b;
+                ++k;
+            }
+    return k;
 }
 
 /* The local far field's bound at x (orders p8 and p12 in one pass) and its
@@ -114,49 +160,33 @@ static void local_bound(const grid *g, const metro_float4 *pos, const coulomb_hs
     double e8 = 0.0, e12 = 0.0;
     long dir = 0, far = 0;
     for (int l = 2; l <= g->L; ++l) {
-        const int ml = 1 << l, span = 1 << (g->L - l); /* leaves a side of a level-l cell */
-        const double hl = 2.0 * g->Rt / ml;
+        const double hl = 2.0 * g->Rt / (1 << l);
         const int c[3] = {cell_of(g, l, x[0]), cell_of(g, l, x[1]), cell_of(g, l, x[2])};
         const double cc[3] = {-g->Rt + (c[0] + 0.5) * hl, -g->Rt + (c[1] + 0.5) * hl, -g->Rt + (c[2] + 0.5) * hl};
         const double r = sqrt((x[0] - cc[0]) * (x[0] - cc[0]) + (x[1] - cc[1]) * (x[1] - cc[1]) +
                               (x[2] - cc[2]) * (x[2] - cc[2]));
-        int lo[3], hi[3];
-        for (int a = 0; a < 3; ++a) {
-            lo[a] = 2 * ((c[a] >> 1) - b);
-            hi[a] = 2 * ((c[a] >> 1) + b) + 1;
-            if (lo[a] < 0) lo[a] = 0;
-            if (hi[a] > ml - 1) hi[a] = ml - 1;
+        static int cells[HL_AROUND][4];
+        const int nc = around(l, c, b, cells);
+        for (int e = 0; e < nc; ++e) {
+            if (cells[e][3] && l < g->L) continue; /* a finer level's */
+            const int cnt = cell_particles(g, l, cells[e][0], cells[e][1], cells[e][2], skip);
+            if (cells[e][3]) { /* l == L: summed directly */
+                dir += cnt;
+                continue;
+            }
+            far += cnt;
+            for (int k = 0; k < cnt; ++k) {
+                const int j = g->buf[k];
+                const double sx = pos[j].x - cc[0], sy = pos[j].y - cc[1], sz = pos[j].z - cc[2];
+                const double d = sqrt(sx * sx + sy * sy + sz * sz), q = r / d;
+                const double az = fabs((double)prm->sp[coulomb_hs_species(pos[j].w)].x);
+                double q9 = q * q * q;
+                q9 = q9 * q9 * q9;
+                const double q13 = q9 * q * q * q * q, f = az / (d - r);
+                e8 += f * q9;
+                e12 += f * q13;
+            }
         }
-        for (int dx = lo[0]; dx <= hi[0]; ++dx)
-            for (int dy = lo[1]; dy <= hi[1]; ++dy)
-                for (int dz = lo[2]; dz <= hi[2]; ++dz) {
-                    const int cheb = abs(dx - c[0]) > abs(dy - c[1]) ? abs(dx - c[0]) : abs(dy - c[1]);
-                    const int ch = cheb > abs(dz - c[2]) ? cheb : abs(dz - c[2]);
-                    const int nearby = ch <= b;
-                    if (nearby && l < g->L) continue; /* a finer level's */
-                    for (int u = dx * span; u < (dx + 1) * span; ++u)
-                        for (int v = dy * span; v < (dy + 1) * span; ++v)
-                            for (int w = dz * span; w < (dz + 1) * span; ++w) {
-                                const int leaf = (u * g->m + v) * g->m + w;
-                                for (int k = g->start[leaf]; k < g->start[leaf + 1]; ++k) {
-                                    const int j = g->idx[k];
-                                    if (j == skip) continue;
-                                    if (nearby) { /* l == L: summed directly */
-                                        ++dir;
-                                        continue;
-                                    }
-                                    ++far;
-                                    const double sx = pos[j].x - cc[0], sy = pos[j].y - cc[1], sz = pos[j].z - cc[2];
-                                    const double d = sqrt(sx * sx + sy * sy + sz * sz), q = r / d;
-                                    const double az = fabs((double)prm->sp[coulomb_hs_species(pos[j].w)].x);
-                                    double q9 = q * q * q;
-                                    q9 = q9 * q9 * q9;
-                                    const double q13 = q9 * q * q * q * q, f = az / (d - r);
-                                    e8 += f * q9;
-                                    e12 += f * q13;
-                                }
-                            }
-                }
     }
     out[0] = e8;
     out[1] = e12;
@@ -212,54 +242,40 @@ static void local_norms(const grid *g, const metro_float4 *pos, const coulomb_hs
     static double P[HL_W * HL_W];
     static double complex Lc[HL_W * HL_W];
     for (int l = 2; l <= g->L; ++l) {
-        const int ml = 1 << l, span = 1 << (g->L - l);
-        const double hl = 2.0 * g->Rt / ml, rcell = 0.5 * sqrt(3.0) * hl;
+        const double hl = 2.0 * g->Rt / (1 << l), rcell = 0.5 * sqrt(3.0) * hl;
         const int c[3] = {cell_of(g, l, x[0]), cell_of(g, l, x[1]), cell_of(g, l, x[2])};
         const double cc[3] = {-g->Rt + (c[0] + 0.5) * hl, -g->Rt + (c[1] + 0.5) * hl, -g->Rt + (c[2] + 0.5) * hl};
         memset(Lc, 0, sizeof Lc);
         double ktail = 0.0;
-        int lo[3], hi[3];
-        for (int a = 0; a < 3; ++a) {
-            lo[a] = 2 * ((c[a] >> 1) - b);
-            hi[a] = 2 * ((c[a] >> 1) + b) + 1;
-            if (lo[a] < 0) lo[a] = 0;
-            if (hi[a] > ml - 1) hi[a] = ml - 1;
-        }
-        for (int dx = lo[0]; dx <= hi[0]; ++dx)
-            for (int dy = lo[1]; dy <= hi[1]; ++dy)
-                for (int dz = lo[2]; dz <= hi[2]; ++dz) {
-                    const int ax = abs(dx - c[0]), ay = abs(dy - c[1]), az = abs(dz - c[2]);
-                    if ((ax > ay ? (ax > az ? ax : az) : (ay > az ? ay : az)) <= b) continue; /* a finer level's, or near */
-                    for (int u = dx * span; u < (dx + 1) * span; ++u)
-                        for (int v = dy * span; v < (dy + 1) * span; ++v)
-                            for (int w = dz * span; w < (dz + 1) * span; ++w) {
-                                const int leaf = (u * g->m + v) * g->m + w;
-                                for (int k = g->start[leaf]; k < g->start[leaf + 1]; ++k) {
-                                    const int j = g->idx[k];
-                                    if (j == skip) continue;
-                                    const double z = (double)prm->sp[coulomb_hs_species(pos[j].w)].x;
-                                    const long double ex = (long double)pos[j].x - x[0], ey = (long double)pos[j].y - x[1],
-                                                      ez = (long double)pos[j].z - x[2];
-                                    const long double dist = sqrtl(ex * ex + ey * ey + ez * ez);
-                                    exact += z / dist;
-                                    ph += fabs(z) / dist;
-                                    const double wx = pos[j].x - cc[0], wy = pos[j].y - cc[1], wz = pos[j].z - cc[2];
-                                    const double rho = sqrt(wx * wx + wy * wy + wz * wz), rxy = sqrt(wx * wx + wy * wy);
-                                    legendre(wz / rho, rxy / rho, P);
-                                    const double complex e1 = rxy > 0.0 ? (wx + I * wy) / rxy : 1.0;
-                                    double complex em = 1.0;
-                                    for (int m = 0; m <= HL_PM; ++m) {
-                                        double rinv = pow(rho, -(double)(m + 1));
-                                        for (int n = m; n <= HL_PM; ++n) {
-                                            Lc[n * HL_W + m] += z * fact[n - m] * P[n * HL_W + m] * rinv * em;
-                                            rinv /= rho;
-                                        }
-                                        em *= e1;
-                                    }
-                                    ktail += fabs(z) / (pow(rho, HL_PM + 1.0) * (rho - rcell));
-                                }
-                            }
+        static int cells[HL_AROUND][4];
+        const int nc = around(l, c, b, cells);
+        for (int e = 0; e < nc; ++e) {
+            if (cells[e][3]) continue; /* a finer level's, or near */
+            const int cnt = cell_particles(g, l, cells[e][0], cells[e][1], cells[e][2], skip);
+            for (int k = 0; k < cnt; ++k) {
+                const int j = g->buf[k];
+                const double z = (double)prm->sp[coulomb_hs_species(pos[j].w)].x;
+                const long double ex = (long double)pos[j].x - x[0], ey = (long double)pos[j].y - x[1],
+                                  ez = (long double)pos[j].z - x[2];
+                const long double dist = sqrtl(ex * ex + ey * ey + ez * ez);
+                exact += z / dist;
+                ph += fabs(z) / dist;
+                const double wx = pos[j].x - cc[0], wy = pos[j].y - cc[1], wz = pos[j].z - cc[2];
+                const double rho = sqrt(wx * wx + wy * wy + wz * wz), rxy = sqrt(wx * wx + wy * wy);
+                legendre(wz / rho, rxy / rho, P);
+                const double complex e1 = rxy > 0.0 ? (wx + I * wy) / rxy : 1.0;
+                double complex em = 1.0;
+                for (int m = 0; m <= HL_PM; ++m) {
+                    double rinv = pow(rho, -(double)(m + 1));
+                    for (int n = m; n <= HL_PM; ++n) {
+                        Lc[n * HL_W + m] += z * fact[n - m] * P[n * HL_W + m] * rinv * em;
+                        rinv /= rho;
+                    }
+                    em *= e1;
                 }
+                ktail += fabs(z) / (pow(rho, HL_PM + 1.0) * (rho - rcell));
+            }
+        }
         /* the place in its cell */
         const double yx = x[0] - cc[0], yy = x[1] - cc[1], yz = x[2] - cc[2];
         const double r = sqrt(yx * yx + yy * yy + yz * yz), rxy = sqrt(yx * yx + yy * yy);
@@ -305,32 +321,25 @@ static void local_norms(const grid *g, const metro_float4 *pos, const coulomb_hs
 static double first_ideal(const grid *g, const metro_float4 *pos, const coulomb_hs_params *prm, const double x[3],
                           int skip, double theta, double dcut, int l, int cx, int cy, int cz, long *seen)
 {
-    const int span = 1 << (g->L - l);
     const double hl = 2.0 * g->Rt / (1 << l), rho = 0.5 * sqrt(3.0) * hl;
     const double c[3] = {-g->Rt + (cx + 0.5) * hl, -g->Rt + (cy + 0.5) * hl, -g->Rt + (cz + 0.5) * hl};
     const double d = sqrt((x[0] - c[0]) * (x[0] - c[0]) + (x[1] - c[1]) * (x[1] - c[1]) + (x[2] - c[2]) * (x[2] - c[2]));
     if (l == g->L) { /* a near leaf: summed directly */
-        const int leaf = (cx * g->m + cy) * g->m + cz;
-        for (int k = g->start[leaf]; k < g->start[leaf + 1]; ++k) *seen += g->idx[k] != skip;
+        *seen += cell_particles(g, l, cx, cy, cz, skip);
         return 0.0;
     }
     if (l >= 1 && rho <= theta * d && d - rho >= dcut) {
         double e = 0.0;
-        for (int u = cx * span; u < (cx + 1) * span; ++u)
-            for (int v = cy * span; v < (cy + 1) * span; ++v)
-                for (int w = cz * span; w < (cz + 1) * span; ++w) {
-                    const int leaf = (u * g->m + v) * g->m + w;
-                    for (int k = g->start[leaf]; k < g->start[leaf + 1]; ++k) {
-                        const int j = g->idx[k];
-                        if (j == skip) continue;
-                        ++*seen;
-                        const double sx = pos[j].x - c[0], sy = pos[j].y - c[1], sz = pos[j].z - c[2];
-                        const double sd = sqrt(sx * sx + sy * sy + sz * sz), q = sd / d;
-                        double q9 = q * q * q;
-                        q9 = q9 * q9 * q9;
-                        e += fabs((double)prm->sp[coulomb_hs_species(pos[j].w)].x) / (d - sd) * q9;
-                    }
-                }
+        const int cnt = cell_particles(g, l, cx, cy, cz, skip);
+        *seen += cnt;
+        for (int k = 0; k < cnt; ++k) {
+            const int j = g->buf[k];
+            const double sx = pos[j].x - c[0], sy = pos[j].y - c[1], sz = pos[j].z - c[2];
+            const double sd = sqrt(sx * sx + sy * sy + sz * sz), q = sd / d;
+            double q9 = q * q * q;
+            q9 = q9 * q9 * q9;
+            e += fabs((double)prm->sp[coulomb_hs_species(pos[j].w)].x) / (d - sd) * q9;
+        }
         return e;
     }
     double e = 0.0;
@@ -365,6 +374,7 @@ int main(int argc, char **argv)
     const size_t nl = (size_t)g.m * g.m * g.m;
     g.start = calloc(nl + 1, sizeof *g.start);
     g.idx = malloc((size_t)n * sizeof *g.idx);
+    g.buf = malloc((size_t)n * sizeof *g.buf);
     int *leaf = malloc((size_t)n * sizeof *leaf);
     for (int i = 0; i < n; ++i) {
         leaf[i] = (cell_of(&g, L, pos[i].x) * g.m + cell_of(&g, L, pos[i].y)) * g.m + cell_of(&g, L, pos[i].z);
@@ -499,6 +509,7 @@ int main(int argc, char **argv)
     free(pos);
     free(g.start);
     free(g.idx);
+    free(g.buf);
     free(leaf);
     free(fill);
     for (int b = 0; b < 2; ++b)
