@@ -28,33 +28,28 @@
  * keeping the expansions up to date would cost a batch of 1024 moves
  * (~1,040 places moved in or out: half accepted) at (p + 1)^2 terms of
  * ~18 flops per place and interaction cell (the recurrence and the
- * product).  Then, for the first K2 moves, the expansions themselves
- * (local_norms): their coefficients to degree 14, the estimate to degree
- * 8 or 12 against the exact sum over the same sources, and their bound
- * from the coefficients' norms and the sources' tail, as the tree bounds
- * its far cells, against the tree's own bounds of the first look (order
- * 8) and the refined look (order 12 at 0.7 theta); every error must lie
- * within its bound (else exit status 1).  Each layout must count every
- * other particle once (else exit status 1).
+ * product).  Then, for the first K2 moves, the expansions themselves as
+ * an implementation would keep them (hier_local_fixed.c): coefficients
+ * to degree 14 accumulated in 64-bit fixed point, the estimate to degree 8
+ * or 12 in double, bounded by the coefficients' norms and the sources'
+ * tail (truncation) and by the accumulation's, conversion's and
+ * evaluation's rounding, against the tree's own bounds of the first look
+ * (order 8) and the refined look (order 12 at 0.7 theta).  Exit status 1
+ * unless (1) every estimate lies within its rounding bound of the same
+ * degrees in long double, (2) every error against the exact sum within
+ * truncation and rounding, (3) a tracked set of cells, after 1,000 moves
+ * applied as removes and adds of the moved particles' terms, equals its
+ * rebuild from the moved positions bit for bit, and each layout counts
+ * every other particle once.
  *
  *   hier_local [N [K [seed [K2]]]]     defaults 1048576 200 1 min(K, 20)
  */
-#include <complex.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "hier_math.h"
-#include "hier_tree.h"
+#include "hier_local.h"
 
 #define CATION_DENSITY 1.1447e-6 /* Å^-3 */
-
-static double urand(unsigned long long *s)
-{
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(*s >> 11) * 0x1p-53;
-}
 
 static coulomb_hs_params params_3to1(double R)
 {
@@ -90,66 +85,6 @@ static double quantile(double *v, int n, double q)
 {
     qsort(v, (size_t)n, sizeof *v, cmp);
     return v[(int)(q * (n - 1) + 0.5)];
-}
-
-/* The leaves' particles, bucketed (counting sort) */
-typedef struct {
-    int L, m;         /* leaf level, leaves a side */
-    double Rt, h;     /* cube half side, leaf side */
-    int *start, *idx; /* leaf c's particles: idx[start[c] .. start[c + 1]) */
-    int *buf;         /* a cell's particles (cell_particles), n places */
-} grid;
-
-static int cell_of(const grid *g, int l, double v)
-{
-    const int ml = 1 << l;
-    int c = (int)floor((v + g->Rt) / (2.0 * g->Rt / ml));
-    return c < 0 ? 0 : c >= ml ? ml - 1 : c;
-}
-
-/* The particles of level-l cell (cx, cy, cz) but skip, leaf by leaf, into
- * g->buf; returns how many */
-static int cell_particles(const grid *g, int l, int cx, int cy, int cz, int skip)
-{
-    const int span = 1 << (g->L - l);
-    int cnt = 0;
-    for (int u = cx * span; u < (cx + 1) * span; ++u)
-        for (int v = cy * span; v < (cy + 1) * span; ++v)
-            for (int w = cz * span; w < (cz + 1) * span; ++w) {
-                const int leaf = (u * g->m + v) * g->m + w;
-                for (int k = g->start[leaf]; k < g->start[leaf + 1]; ++k)
-                    if (g->idx[k] != skip) g->buf[cnt++] = g->idx[k];
-            }
-    return cnt;
-}
-
-/* Level l's cells around cell c for buffer b <= 2: the children of the
- * cells within b of c's parent (Chebyshev), each with [3] = whether it is
- * within b of c itself (a finer level's, or at the leaves summed directly);
- * the others are c's interaction list.  Returns how many */
-#define HL_AROUND 1000 /* (2 (2b + 1))^3 at b = 2 */
-static int around(int l, const int c[3], int b, int (*cells)[4])
-{
-    const int ml = 1 << l;
-    int lo[3], hi[3], k = 0;
-    for (int a = 0; a < 3; ++a) {
-        lo[a] = 2 * ((c[a] >> 1) - b);
-        hi[a] = 2 * ((c[a] >> 1) + b) + 1;
-        if (lo[a] < 0) lo[a] = 0;
-        if (hi[a] > ml - 1) hi[a] = ml - 1;
-    }
-    for (int dx = lo[0]; dx <= hi[0]; ++dx)
-        for (int dy = lo[1]; dy <= hi[1]; ++dy)
-            for (int dz = lo[2]; dz <= hi[2]; ++dz) {
-                const int ax = abs(dx - c[0]), ay = abs(dy - c[1]), az = abs(dz - c[2]);
-                const int ch = ax > ay ? (ax > az ? ax : az) : (ay > az ? ay : az);
-                cells[k][0] = dx;
-                cells[k][1] = dy;
-                cells[k][2] = dz;
-                cells[k][3] = ch <= b;
-                ++k;
-            }
-    return k;
 }
 
 /* The local far field's bound at x (orders p8 and p12 in one pass) and its
@@ -192,123 +127,6 @@ static void local_bound(const grid *g, const metro_float4 *pos, const coulomb_hs
     out[1] = e12;
     *direct = dir;
     *seen = far + dir;
-}
-
-/* ---- the local expansions themselves, bounded from their norms ---------- *
- *
- * With R_n^m(y) = r^n P_n^m(cos t) e^(i m f) / (n+m)! and I_n^m(w) = (n-m)!
- * P_n^m(cos t') e^(i m f') / |w|^(n+1) (m >= 0, P without the Condon-Shortley
- * phase), Legendre's addition theorem gives, for |y| < |w|,
- *   1 / |w - y| = Σ_n [R_n^0(y) I_n^0(w) + 2 Σ_(m>=1) Re(conj(R_n^m(y)) I_n^m(w))],
- * so a cell's local coefficients are L_n^m = Σ_s z_s I_n^m(s - c), and the
- * degree-n term at x = c + y is at most r^n H_n, H_n = sqrt(|L_n^0|^2 / n!^2
- * + 2 Σ_(m>=1) |L_n^m|^2 / ((n+m)! (n-m)!)) (Cauchy-Schwarz, with Σ_m
- * (n+m)! (n-m)! |R_n^m|^2 = r^(2n) by the same theorem at angle 0).  Beyond
- * the kept degrees HL_PM, the sources' own tail Σ_s |z_s| r^(PM+1) /
- * (d_s^(PM+1) (d_s - r)), at most r^(PM+1) Σ_s |z_s| / (d_s^(PM+1) (d_s -
- * rho)) with rho the cell's radius: one number a cell.  These are what an
- * implementation would store (the tree's first look bounds its far cells
- * the same way, from its moments' norms). */
-#define HL_PM 14 /* the degrees kept: the tree's for orders 8 and 12 (12 + HIER_EXTRA) */
-#define HL_W (HL_PM + 1)
-
-/* P_n^m(ct) for 0 <= m <= n <= HL_PM (st = sin t >= 0) */
-static void legendre(double ct, double st, double *P)
-{
-    double pmm = 1.0;
-    for (int m = 0; m <= HL_PM; ++m) {
-        if (m > 0) pmm *= (2.0 * m - 1.0) * st;
-        P[m * HL_W + m] = pmm;
-        if (m + 1 <= HL_PM) P[(m + 1) * HL_W + m] = (2.0 * m + 1.0) * ct * pmm;
-        for (int n = m + 2; n <= HL_PM; ++n)
-            P[n * HL_W + m] = ((2.0 * n - 1.0) * ct * P[(n - 1) * HL_W + m] - (n + m - 1.0) * P[(n - 2) * HL_W + m]) /
-                              (double)(n - m);
-    }
-}
-
-/* At x: the far field of buffer b's interaction lists from local
- * expansions to degree 8 and 12 (est in long double) against the exact sum
- * over the same sources (long double), and their norm bounds; phi = Σ|z|/r
- * over those sources */
-static void local_norms(const grid *g, const metro_float4 *pos, const coulomb_hs_params *prm, const double x[3],
-                        int skip, int b, double bound[2], double err[2], double *phi)
-{
-    static const int ps[2] = {8, 12};
-    double fact[2 * HL_W + 1];
-    fact[0] = 1.0;
-    for (int k = 1; k <= 2 * HL_W; ++k) fact[k] = fact[k - 1] * k;
-    long double est[2] = {0.0L, 0.0L}, exact = 0.0L, ph = 0.0L;
-    double bnd[2] = {0.0, 0.0};
-    static double P[HL_W * HL_W];
-    static double complex Lc[HL_W * HL_W];
-    for (int l = 2; l <= g->L; ++l) {
-        const double hl = 2.0 * g->Rt / (1 << l), rcell = 0.5 * sqrt(3.0) * hl;
-        const int c[3] = {cell_of(g, l, x[0]), cell_of(g, l, x[1]), cell_of(g, l, x[2])};
-        const double cc[3] = {-g->Rt + (c[0] + 0.5) * hl, -g->Rt + (c[1] + 0.5) * hl, -g->Rt + (c[2] + 0.5) * hl};
-        memset(Lc, 0, sizeof Lc);
-        double ktail = 0.0;
-        static int cells[HL_AROUND][4];
-        const int nc = around(l, c, b, cells);
-        for (int e = 0; e < nc; ++e) {
-            if (cells[e][3]) continue; /* a finer level's, or near */
-            const int cnt = cell_particles(g, l, cells[e][0], cells[e][1], cells[e][2], skip);
-            for (int k = 0; k < cnt; ++k) {
-                const int j = g->buf[k];
-                const double z = (double)prm->sp[coulomb_hs_species(pos[j].w)].x;
-                const long double ex = (long double)pos[j].x - x[0], ey = (long double)pos[j].y - x[1],
-                                  ez = (long double)pos[j].z - x[2];
-                const long double dist = sqrtl(ex * ex + ey * ey + ez * ez);
-                exact += z / dist;
-                ph += fabs(z) / dist;
-                const double wx = pos[j].x - cc[0], wy = pos[j].y - cc[1], wz = pos[j].z - cc[2];
-                const double rho = sqrt(wx * wx + wy * wy + wz * wz), rxy = sqrt(wx * wx + wy * wy);
-                legendre(wz / rho, rxy / rho, P);
-                const double complex e1 = rxy > 0.0 ? (wx + I * wy) / rxy : 1.0;
-                double complex em = 1.0;
-                for (int m = 0; m <= HL_PM; ++m) {
-                    double rinv = pow(rho, -(double)(m + 1));
-                    for (int n = m; n <= HL_PM; ++n) {
-                        Lc[n * HL_W + m] += z * fact[n - m] * P[n * HL_W + m] * rinv * em;
-                        rinv /= rho;
-                    }
-                    em *= e1;
-                }
-                ktail += fabs(z) / (pow(rho, HL_PM + 1.0) * (rho - rcell));
-            }
-        }
-        /* the place in its cell */
-        const double yx = x[0] - cc[0], yy = x[1] - cc[1], yz = x[2] - cc[2];
-        const double r = sqrt(yx * yx + yy * yy + yz * yz), rxy = sqrt(yx * yx + yy * yy);
-        if (r > 0.0) legendre(yz / r, rxy / r, P);
-        else memset(P, 0, sizeof P), P[0] = 1.0;
-        const double complex e1 = rxy > 0.0 ? (yx + I * yy) / rxy : 1.0;
-        long double term[HL_W];
-        double rn = 1.0;
-        for (int n = 0; n <= HL_PM; ++n, rn *= r) {
-            double complex em = 1.0;
-            long double t = 0.0L;
-            double h2 = 0.0;
-            for (int m = 0; m <= n; ++m) {
-                const double complex Rnm = rn * P[n * HL_W + m] / fact[n + m] * em, Lnm = Lc[n * HL_W + m];
-                const double re = creal(conj(Rnm) * Lnm);
-                t += (m ? 2.0L : 1.0L) * re;
-                h2 += (m ? 2.0 : 1.0) * (creal(Lnm) * creal(Lnm) + cimag(Lnm) * cimag(Lnm)) / (fact[n + m] * fact[n - m]);
-                em *= e1;
-            }
-            term[n] = t;
-            for (int q = 0; q < 2; ++q)
-                if (n > ps[q]) bnd[q] += rn * sqrt(h2);
-        }
-        for (int q = 0; q < 2; ++q) {
-            for (int n = 0; n <= ps[q]; ++n) est[q] += term[n];
-            bnd[q] += rn * ktail; /* rn = r^(PM + 1) */
-        }
-    }
-    for (int q = 0; q < 2; ++q) {
-        bound[q] = bnd[q];
-        err[q] = (double)fabsl(exact - est[q]);
-    }
-    *phi = (double)ph;
 }
 
 /* The first look's far field with the same per-source bound: the walk's
@@ -364,7 +182,11 @@ int main(int argc, char **argv)
     const int L = want > 1.0 ? (int)floor(log(want) / log(8.0) + 0.5) : 0;
     const coulomb_hs_params prm = params_3to1(R);
     metro_float4 *pos = malloc((size_t)n * sizeof *pos);
-    for (int i = 0; i < n; ++i) pos[i] = in_ball(&seed, R - 3.75, (float)(i % 4 != 0));
+    double zsum = 0.0; /* the system's Σ|z|: the fixed point's range */
+    for (int i = 0; i < n; ++i) {
+        pos[i] = in_ball(&seed, R - 3.75, (float)(i % 4 != 0));
+        zsum += fabs((double)prm.sp[coulomb_hs_species(pos[i].w)].x);
+    }
     hier_tree t;
     if (hier_tree_init(&t, pos, n, &prm, 12, 8, L, Rt)) {
         fprintf(stderr, "hier_local: out of memory\n");
@@ -372,17 +194,17 @@ int main(int argc, char **argv)
     }
     grid g = {.L = L, .m = 1 << L, .Rt = Rt, .h = 2.0 * Rt / (1 << L)};
     const size_t nl = (size_t)g.m * g.m * g.m;
-    g.start = calloc(nl + 1, sizeof *g.start);
+    g.start = malloc((nl + 1) * sizeof *g.start);
     g.idx = malloc((size_t)n * sizeof *g.idx);
     g.buf = malloc((size_t)n * sizeof *g.buf);
-    int *leaf = malloc((size_t)n * sizeof *leaf);
-    for (int i = 0; i < n; ++i) {
-        leaf[i] = (cell_of(&g, L, pos[i].x) * g.m + cell_of(&g, L, pos[i].y)) * g.m + cell_of(&g, L, pos[i].z);
-        g.start[leaf[i] + 1]++;
+    g.leaf = malloc((size_t)n * sizeof *g.leaf);
+    g.fill = malloc(nl * sizeof *g.fill);
+    hl_fixed *fx[2] = {hl_fixed_new(&g, 1, zsum), hl_fixed_new(&g, 2, zsum)};
+    if (!g.start || !g.idx || !g.buf || !g.leaf || !g.fill || !fx[0] || !fx[1]) {
+        fprintf(stderr, "hier_local: out of memory\n");
+        return 1;
     }
-    for (size_t c = 0; c < nl; ++c) g.start[c + 1] += g.start[c];
-    int *fill = calloc(nl, sizeof *fill);
-    for (int i = 0; i < n; ++i) g.idx[g.start[leaf[i]] + fill[leaf[i]]++] = i;
+    bucket(&g, pos, n);
 
     const double theta = 0.65, dcut = 7.5 * 1.001 + 1e-6, side = 2.0 * R / 3.0;
     double *ratio[2][2], *first = malloc((size_t)K * sizeof *first), *ideal = malloc((size_t)K * sizeof *ideal);
@@ -393,20 +215,22 @@ int main(int argc, char **argv)
             iratio[b][p] = malloc((size_t)K * sizeof(double));
         }
     double cells = 0.0, fdirect = 0.0, ldirect[2] = {0.0, 0.0};
-    /* the first K2 moves: the expansions themselves (local_norms) against
-     * the tree's first look (order 8) and refined look (order 12 at 0.7
-     * theta, the refined look's under reference = exact) */
-    double *nratio[2][2], worst = 0.0;
-    for (int b = 0; b < 2; ++b)
-        for (int p = 0; p < 2; ++p) nratio[b][p] = malloc((size_t)K2 * sizeof(double));
+    /* the first K2 moves: the expansions themselves, in fixed point
+     * (hl_far_field), against the tree's first look (order 8) and refined
+     * look (order 12 at 0.7 theta, the refined look's under reference =
+     * exact); per place, the rounding bound over the truncation bound, the
+     * two checks' ratios, the per-cell source term over the per-source one */
+    double *nratio[2][2], *rratio[2][2], *crude[2], worst = 0.0, rworst = 0.0;
+    for (int b = 0; b < 2; ++b) {
+        crude[b] = malloc((size_t)2 * K2 * sizeof(double));
+        for (int p = 0; p < 2; ++p) {
+            nratio[b][p] = malloc((size_t)K2 * sizeof(double));
+            rratio[b][p] = malloc((size_t)2 * K2 * sizeof(double));
+        }
+    }
     for (int k = 0; k < K; ++k) {
         const int i = (int)(urand(&seed) * n);
-        const metro_float4 o = pos[i];
-        metro_float4 tr;
-        do {
-            tr = metro_f4((float)(o.x + (urand(&seed) - 0.5) * side), (float)(o.y + (urand(&seed) - 0.5) * side),
-                          (float)(o.z + (urand(&seed) - 0.5) * side), o.w);
-        } while ((double)tr.x * tr.x + (double)tr.y * tr.y + (double)tr.z * tr.z > (R - 3.75) * (R - 3.75));
+        const metro_float4 o = pos[i], tr = trial_move(&seed, o, side, R - 3.75);
         double ef = 0.0, ei = 0.0, el[2][2] = {{0.0, 0.0}, {0.0, 0.0}};
         for (int s = 0; s < 2; ++s) {
             const metro_float4 x = s ? o : tr;
@@ -451,15 +275,22 @@ int main(int argc, char **argv)
                 tree[0] += r0.E;
                 tree[1] += r1.E;
                 for (int b = 0; b < 2; ++b) {
-                    double bound[2], err[2], phi;
-                    local_norms(&g, pos, &prm, xd, i, b + 1, bound, err, &phi);
+                    hl_far h;
+                    hl_far_field(fx[b], &g, pos, &prm, xd, i, &h);
+                    crude[b][2 * k + s] = h.crude;
                     for (int p = 0; p < 2; ++p) {
-                        /* the bound must hold: the error of a long-double
-                         * estimate against the long-double exact sum, with
-                         * room for the coefficients' double rounding */
-                        const double w = err[p] / (bound[p] + 1e-13 * phi);
+                        /* (2) the estimate's error within truncation and
+                         * rounding, against the exact sum in long double
+                         * (compensated: a few 2^-64 of phi); (1) its
+                         * difference from the same degrees in long double
+                         * within the rounding bound, with 2^-8 of it for
+                         * the long double's own rounding */
+                        const double w = h.err[p] / (h.trunc[p] + h.round[p] + 0x1p-60 * h.phi);
+                        const double v = h.rerr[p] / (h.round[p] * (1.0 + 0x1p-8));
                         if (w > worst) worst = w;
-                        nb[b][p] += bound[p];
+                        if (v > rworst) rworst = v;
+                        nb[b][p] += h.trunc[p] + h.round[p];
+                        rratio[b][p][2 * k + s] = h.round[p] / h.trunc[p];
                     }
                 }
             }
@@ -490,34 +321,58 @@ int main(int argc, char **argv)
                    quantile(ratio[b][p], K, 0.9), quantile(iratio[b][p], K, 0.5), quantile(iratio[b][p], K, 0.9),
                    ldirect[b] / (2.0 * K), il, flops * 1e-9);
         }
-    printf("\nThe expansions themselves (the first %d moves; degrees to %d kept, their norms and the sources' tail "
-           "beyond bound the rest), against the tree's own bounds: the first look (order 8, theta %.2f) and the "
-           "refined look (order 12, theta %.3f).  Largest error over its bound: %.3g (must be at most 1)\n\n",
-           K2, HL_PM, theta, 0.7 * theta, worst);
-    printf("| buffer b | order p | local bound / tree's bound at that order, median | 90th percentile |\n|---|---|---|---|\n");
+    printf("\nThe expansions themselves in fixed point (the first %d moves, both places; degrees to %d kept, "
+           "their norms and the sources' tail beyond bound the rest; the rounding of the accumulation, the "
+           "conversion and the evaluation bounded), against the tree's own bounds: the first look (order 8, theta "
+           "%.2f) and the refined look (order 12, theta %.3f).  Largest error over its bound (truncation and "
+           "rounding): %.3g; largest difference from the same degrees in long double over the rounding bound: %.3g "
+           "(each must be at most 1)\n\n",
+           K2, HL_PM, theta, 0.7 * theta, worst, rworst);
+    printf("| buffer b | order p | local bound / tree's bound at that order, median | 90th percentile | rounding / "
+           "truncation bound, median | largest | the rounding's source term per cell / per source (order 12), "
+           "median |\n|---|---|---|---|---|---|---|\n");
     for (int b = 0; b < 2; ++b)
-        for (int p = 0; p < 2; ++p)
-            printf("| %d | %d | %.3g | %.3g |\n", b + 1, p ? 12 : 8, quantile(nratio[b][p], K2, 0.5),
-                   quantile(nratio[b][p], K2, 0.9));
-    for (int b = 0; b < 2; ++b)
-        for (int p = 0; p < 2; ++p) free(nratio[b][p]);
-    if (worst > 1.0) {
-        fprintf(stderr, "hier_local: an error exceeded its bound (%.3g of it)\n", worst);
-        return 1;
+        for (int p = 0; p < 2; ++p) {
+            const double rmed = quantile(rratio[b][p], 2 * K2, 0.5), rmax = quantile(rratio[b][p], 2 * K2, 1.0);
+            printf("| %d | %d | %.3g | %.3g | %.3g | %.3g | %.3g |\n", b + 1, p ? 12 : 8, quantile(nratio[b][p], K2, 0.5),
+                   quantile(nratio[b][p], K2, 0.9), rmed, rmax, quantile(crude[b], 2 * K2, 0.5));
+        }
+    /* (3) the integers after moves applied as removes and adds equal the
+     * cells rebuilt from the moved positions (this moves pos: last) */
+    long updates = 0;
+    const int hmoves = 1000, hcells = 3;
+    const int differ = hl_history(fx[0], &g, pos, n, &prm, hmoves, hcells, side, R - 3.75, &seed, &updates);
+    printf("\nHistory: %d cells (%d a level, levels 2 ... %d, b = 1), %d moves applied as %ld removes and adds of "
+           "their terms: %d cells differ from their rebuild (must be 0)\n",
+           hcells * (L - 1), hcells, L, hmoves, updates, differ);
+    int bad = 0;
+    if (worst > 1.0 || rworst > 1.0) {
+        fprintf(stderr, "hier_local: an error exceeded its bound (%.3g, %.3g of it)\n", worst, rworst);
+        bad = 1;
+    }
+    if (differ != 0 || updates == 0) {
+        fprintf(stderr, "hier_local: the fixed-point history check failed (%d cells differ, %ld updates)\n", differ,
+                updates);
+        bad = 1;
+    }
+    for (int b = 0; b < 2; ++b) {
+        free(crude[b]);
+        free(fx[b]);
+        for (int p = 0; p < 2; ++p) {
+            free(nratio[b][p]);
+            free(rratio[b][p]);
+            free(ratio[b][p]);
+            free(iratio[b][p]);
+        }
     }
     hier_tree_free(&t);
     free(pos);
     free(g.start);
     free(g.idx);
     free(g.buf);
-    free(leaf);
-    free(fill);
-    for (int b = 0; b < 2; ++b)
-        for (int p = 0; p < 2; ++p) {
-            free(ratio[b][p]);
-            free(iratio[b][p]);
-        }
+    free(g.leaf);
+    free(g.fill);
     free(first);
     free(ideal);
-    return 0;
+    return bad;
 }
