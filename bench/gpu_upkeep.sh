@@ -29,7 +29,7 @@ for n in $sizes; do
 done
 if [ "${NCU:-0}" = 1 ]; then
   n=${sizes%% *}
-  ncu --clock-control none -k gather --launch-skip 3 --launch-count 1 --section SpeedOfLight \
+  ncu --clock-control none -k regex:gather_warp --launch-skip 3 --launch-count 1 --section SpeedOfLight \
     --section Occupancy --section WarpStateStats --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis \
     "$bin/hier_upkeep" "$n" 12 4 >"$logs/ncu_$n.txt" 2>&1 || rc=1
   grep -E "Duration|Throughput|Pipe|Achieved Occupancy|Registers|Stall|Issue Slot|L2 Hit|DRAM" "$logs/ncu_$n.txt" | head -40

@@ -6,9 +6,11 @@
 // coefficients L_n^m, 0 <= m <= n <= PM, as 64-bit integers on a
 // power-of-two grid, brought up to date after each batch of moves: every
 // moved particle's old place leaves (-z) and its new place enters (+z)
-// the lists it lies in.  Each cell gathers the changes of its list (a block
-// a cell) and adds their rounded terms as integers, so the result does not
-// depend on the order of the adds (shared-memory atomics are fine).
+// the lists it lies in.  Each cell gathers the changes of its list and adds
+// their rounded terms as integers, so the result does not depend on the
+// order of the adds: two ways, timed in the same run (gather_atomic, a
+// block a cell with 64-bit shared-memory atomics; gather_warp, a warp a
+// cell, or a slice of a coarse cell's list, summing in registers).
 //
 // Per batch: the changes bucketed by cell at every level (a count, a scan,
 // a fill), then the gather.  Timed with CUDA events after warm-up batches,
@@ -48,6 +50,9 @@ __host__ __device__ inline int co(int n, int m) { return n * (n + 1) / 2 + m; }
 struct geo {
     int L, pm, ncells;    // leaf level, degrees kept, cells of levels 2 ... L
     int off[LMAX + 2];    // the first cell of each level (flat index)
+    int S[LMAX + 1];      // gather_warp: warps a cell of each level (slices of its 216 candidates)
+    int goff[LMAX + 2];   // the first warp of each level
+    int ngroups;
     double Rt;            // cube half side
 };
 __constant__ geo c_geo;
@@ -131,10 +136,10 @@ __global__ void fill_changes(const float4 *ch, int nch, const int *start, int *f
     }
 }
 
-// A block a cell: its list's changes into shared memory, then (change,
-// column) tasks over the threads, the integers summed in shared memory and
-// added to the cell's state once.
-__global__ void __launch_bounds__(128) gather(const float4 *ch, const int *start, const int *cnt, const int *list,
+// gather_atomic: a block a cell, its list's changes into shared memory,
+// then (change, column) tasks over the threads, the integers summed by
+// 64-bit shared-memory atomics and added to the cell's state once.
+__global__ void __launch_bounds__(128) gather_atomic(const float4 *ch, const int *start, const int *cnt, const int *list,
                                               long long *state, int *touched)
 {
     __shared__ unsigned long long acc[2 * NCO];
@@ -183,6 +188,128 @@ __global__ void __launch_bounds__(128) gather(const float4 *ch, const int *start
     for (int k = threadIdx.x; k < nr; k += blockDim.x) s[k] += (long long)acc[k];
 }
 
+// gather_warp: a warp a (cell, slice); a level-l cell has S_l slices,
+// each every S_l-th of its 216 candidate cells, S_l set so that a warp sees
+// ~32 changes (a coarse cell's list holds hundreds).  The warp collects
+// its slice's changes into shared memory (a prefix sum over the lanes'
+// candidates), then lane (q, j), q = lane / 8, j = lane % 8, takes changes
+// q, q + 4, ... and the columns m = j and PM - j (the middle lane one): PM
+// + 2 values each, the same steps for every lane, summed in registers (the
+// indices compile-time: PM a template parameter).  The four quads' sums
+// are added by shuffles and the cell's state by 64-bit global atomics
+// (integers: any order gives the same sums).  Four blocks an SM (128
+// registers, a few spills): 20% faster at 2^20 and 33% at 2^23 than the
+// 226 registers of two blocks (bench/NOTES.md).
+constexpr int MAXW = 256; // changes a warp
+template <int PM>
+__global__ void __launch_bounds__(128, 4) gather_warp(const float4 *ch, const int *start, const int *cnt, const int *list,
+                                                   long long *state)
+{
+    constexpr int NV = PM + 2, NR = (PM + 1) * (PM + 2);
+    __shared__ int mine[4][MAXW];
+    const geo &g = c_geo;
+    const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, grp = blockIdx.x * 4 + w;
+    if (grp >= g.ngroups) return; // the whole warp
+    int l = 2;
+    while (l < g.L && grp >= g.goff[l + 1]) ++l;
+    const int Sl = g.S[l], slice = (grp - g.goff[l]) % Sl, cell = g.off[l] + (grp - g.goff[l]) / Sl;
+    const int ml = 1 << l, loc = cell - g.off[l];
+    const int cx = loc / (ml * ml), cy = (loc / ml) % ml, cz = loc % ml;
+    const double hl = 2.0 * g.Rt / ml;
+    const double cc[3] = {-g.Rt + (cx + 0.5) * hl, -g.Rt + (cy + 0.5) * hl, -g.Rt + (cz + 0.5) * hl};
+    int nmine = 0;
+    for (int e0 = slice; e0 < 216; e0 += 32 * Sl) {
+        const int e = e0 + lane * Sl;
+        int nc = 0, f = 0;
+        if (e < 216) {
+            const int sx = 2 * ((cx >> 1) - 1) + e / 36, sy = 2 * ((cy >> 1) - 1) + (e / 6) % 6,
+                      sz = 2 * ((cz >> 1) - 1) + e % 6;
+            if (sx >= 0 && sy >= 0 && sz >= 0 && sx < ml && sy < ml && sz < ml &&
+                (abs(sx - cx) > 1 || abs(sy - cy) > 1 || abs(sz - cz) > 1)) {
+                f = flat(g, l, sx, sy, sz);
+                nc = cnt[f];
+            }
+        }
+        int inc = nc;
+        for (int o = 1; o < 32; o <<= 1) {
+            const int t = __shfl_up_sync(0xffffffffu, inc, o);
+            if (lane >= o) inc += t;
+        }
+        const int base = nmine + inc - nc;
+        for (int k = 0; k < nc && base + k < MAXW; ++k) mine[w][base + k] = list[start[f] + k];
+        nmine += __shfl_sync(0xffffffffu, inc, 31);
+    }
+    __syncwarp();
+    if (nmine == 0) return;
+    if (nmine > MAXW) {
+        if (lane == 0) printf("hier_upkeep: cell %d slice %d has %d changes (at most %d)\n", cell, slice, nmine, MAXW);
+        __trap();
+    }
+    const int q = lane >> 3, j = lane & 7, m1 = j, m2 = PM - j, len1 = PM - m1 + 1;
+    const bool live = m1 <= m2, two = m2 > m1;
+    double is[NV];
+    long long acc[2 * NV];
+#pragma unroll
+    for (int s = 0; s < NV; ++s) {
+        const int n = s < len1 ? m1 + s : m2 + (s - len1), m = s < len1 ? m1 : m2;
+        is[s] = live && (s < len1 || two) ? c_inv_step[l][co(n, m)] : 0.0;
+        acc[2 * s] = acc[2 * s + 1] = 0;
+    }
+    for (int t = q; t < nmine; t += 4) {
+        const float4 c = ch[mine[w][t]];
+        const double wv[3] = {c.x - cc[0], c.y - cc[1], c.z - cc[2]}, z = (double)c.w;
+        const double inv = 1.0 / sqrt(wv[0] * wv[0] + wv[1] * wv[1] + wv[2] * wv[2]);
+        const double inv2 = inv * inv, ux = wv[0] * inv2, uy = wv[1] * inv2, uz = wv[2] * inv2;
+        // the diagonal to m2, I_m1^m1 kept on the way (column()'s steps)
+        double mr = inv, mi = 0.0, d1r = inv, d1i = 0.0;
+        for (int k = 1; k <= m2; ++k) {
+            const double fk = 2.0 * k - 1.0, nr = fk * (ux * mr - uy * mi), ni = fk * (ux * mi + uy * mr);
+            mr = nr;
+            mi = ni;
+            if (k == m1) {
+                d1r = mr;
+                d1i = mi;
+            }
+        }
+        double ar = d1r, ai = d1i, br = 0.0, bi = 0.0;
+        int n = m1, m = m1;
+#pragma unroll
+        for (int s = 0; s < NV; ++s) {
+            if (s == len1) { // column m2 from I_m2^m2
+                ar = mr;
+                ai = mi;
+                br = bi = 0.0;
+                n = m = m2;
+            }
+            acc[2 * s] += llrint(z * ar * is[s]);
+            acc[2 * s + 1] += llrint(z * ai * is[s]);
+            const double c1 = (2.0 * (n + 1) - 1.0) * uz, c2 = (double)((n + m) * (n - m)) * inv2;
+            const double xr = c1 * ar - c2 * br, xi = c1 * ai - c2 * bi;
+            br = ar;
+            bi = ai;
+            ar = xr;
+            ai = xi;
+            ++n;
+        }
+    }
+    // the four quads' sums into quad 0, then into the cell's state
+#pragma unroll
+    for (int s = 0; s < 2 * NV; ++s) {
+        acc[s] += __shfl_down_sync(0xffffffffu, acc[s], 16);
+        acc[s] += __shfl_down_sync(0xffffffffu, acc[s], 8);
+    }
+    if (q != 0 || !live) return;
+    unsigned long long *st = (unsigned long long *)(state + (size_t)cell * NR);
+#pragma unroll
+    for (int s = 0; s < NV; ++s) {
+        const int n = s < len1 ? m1 + s : m2 + (s - len1), m = s < len1 ? m1 : m2;
+        if (s < len1 || two) {
+            atomicAdd(&st[2 * co(n, m)], (unsigned long long)acc[2 * s]);
+            if (m) atomicAdd(&st[2 * co(n, m) + 1], (unsigned long long)acc[2 * s + 1]);
+        }
+    }
+}
+
 static double urand(unsigned long long *s)
 {
     *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
@@ -227,6 +354,14 @@ int main(int argc, char **argv)
         if (l <= g.L) o += 1 << (3 * l);
     }
     g.ncells = g.off[g.L + 1];
+    for (int l = 2, o = 0; l <= g.L + 1; ++l) { // ~32 changes a warp: BATCH changes, 189 of 8^l cells' lists each
+        g.goff[l] = o;
+        if (l > g.L) break;
+        const double expect = BATCH * std::min(1.0, 189.0 / (1 << (3 * l)));
+        g.S[l] = std::max(1, std::min(27, (int)ceil(expect / 32.0)));
+        o += g.S[l] << (3 * l);
+    }
+    g.ngroups = g.goff[g.L + 1];
     const int nr = 2 * co(g.pm, g.pm) + 2;
     // the grid: the system's Σ|z| at the list's nearest distance 1.5 h
     // within 2^62 (bench/hier_local_fixed.c)
@@ -271,7 +406,7 @@ int main(int argc, char **argv)
         }
     float4 *dch;
     int *dcnt, *dstart, *dfill, *dlist, *dtouched;
-    long long *dstate;
+    long long *dstate[2]; // gather_atomic's, gather_warp's
     CK(cudaMalloc(&dch, chg.size() * sizeof(float4)));
     CK(cudaMalloc(&dcnt, (g.ncells + 1) * sizeof(int)));
     CK(cudaMalloc(&dstart, (g.ncells + 1) * sizeof(int)));
@@ -279,16 +414,16 @@ int main(int argc, char **argv)
     CK(cudaMalloc(&dtouched, sizeof(int)));
     CK(cudaMemset(dtouched, 0, sizeof(int)));
     CK(cudaMalloc(&dlist, (size_t)per * (g.L - 1) * sizeof(int)));
-    CK(cudaMalloc(&dstate, (size_t)g.ncells * nr * sizeof(long long)));
+    for (auto &d : dstate) CK(cudaMalloc(&d, (size_t)g.ncells * nr * sizeof(long long)));
     CK(cudaMemcpy(dch, chg.data(), chg.size() * sizeof(float4), cudaMemcpyHostToDevice));
-    CK(cudaMemset(dstate, 0, (size_t)g.ncells * nr * sizeof(long long)));
+    for (auto &d : dstate) CK(cudaMemset(d, 0, (size_t)g.ncells * nr * sizeof(long long)));
     size_t tmp_bytes = 0;
     CK(cub::DeviceScan::ExclusiveSum(nullptr, tmp_bytes, dcnt, dstart, g.ncells + 1));
     void *dtmp;
     CK(cudaMalloc(&dtmp, tmp_bytes));
-    cudaEvent_t ev[3];
+    cudaEvent_t ev[4];
     for (auto &e : ev) CK(cudaEventCreate(&e));
-    std::vector<double> t_bucket, t_gather;
+    std::vector<double> t_bucket, t_gather, t_warp;
     long long pairs_first = -1;
     for (int b = 0; b < B + warm; ++b) {
         const float4 *c = dch + (size_t)b * per;
@@ -299,20 +434,30 @@ int main(int argc, char **argv)
         CK(cub::DeviceScan::ExclusiveSum(dtmp, tmp_bytes, dcnt, dstart, g.ncells + 1));
         fill_changes<<<(per + 255) / 256, 256>>>(c, per, dstart, dfill, dlist);
         CK(cudaEventRecord(ev[1]));
-        gather<<<g.ncells, 128>>>(c, dstart, dcnt, dlist, dstate, dtouched);
+        gather_atomic<<<g.ncells, 128>>>(c, dstart, dcnt, dlist, dstate[0], dtouched);
         CK(cudaEventRecord(ev[2]));
-        CK(cudaEventSynchronize(ev[2]));
+        if (g.pm == 14)
+            gather_warp<14><<<(g.ngroups + 3) / 4, 128>>>(c, dstart, dcnt, dlist, dstate[1]);
+        else
+            gather_warp<10><<<(g.ngroups + 3) / 4, 128>>>(c, dstart, dcnt, dlist, dstate[1]);
+        CK(cudaEventRecord(ev[3]));
+        CK(cudaEventSynchronize(ev[3]));
         CK(cudaGetLastError());
-        float a, bb;
+        float a, bb, cl;
         CK(cudaEventElapsedTime(&a, ev[0], ev[1]));
         CK(cudaEventElapsedTime(&bb, ev[1], ev[2]));
+        CK(cudaEventElapsedTime(&cl, ev[2], ev[3]));
         if (b >= warm) {
             t_bucket.push_back(a * 1e3);
             t_gather.push_back(bb * 1e3);
+            t_warp.push_back(cl * 1e3);
         }
         if (b == 0) { // the check: the first batch from zero against the host
-            std::vector<long long> st((size_t)g.ncells * nr);
-            CK(cudaMemcpy(st.data(), dstate, st.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+            std::vector<long long> st[2];
+            for (int v = 0; v < 2; ++v) {
+                st[v].resize((size_t)g.ncells * nr);
+                CK(cudaMemcpy(st[v].data(), dstate[v], st[v].size() * sizeof(long long), cudaMemcpyDeviceToHost));
+            }
             std::vector<int> cnt(g.ncells + 1), start(g.ncells + 1), list((size_t)per * (g.L - 1));
             CK(cudaMemcpy(cnt.data(), dcnt, cnt.size() * sizeof(int), cudaMemcpyDeviceToHost));
             long long pairs = 0, worst = 0, checked = 0;
@@ -338,13 +483,13 @@ int main(int argc, char **argv)
                     for (int m = 0; m <= g.pm; ++m)
                         column(inv_step[l], g.pm, m, w, (double)q.w, host_add{ref.data(), mag.data()});
                 }
-                for (int k = 0; k < nr; ++k) {
-                    const long long d = llabs(st[(size_t)cell * nr + k] - ref[k]);
+                for (int k = 0; k < 2 * nr; ++k) {
+                    const long long d = llabs(st[k / nr][(size_t)cell * nr + k % nr] - ref[k % nr]);
                     worst = std::max(worst, d);
                     // FMA's rounding: a few 1e-16 of each term, grown along
                     // the recurrences (~2.4^n): within 1e-9 of Σ|terms|, and
                     // one unit a term for the rounding to the grid
-                    const double tol = 1e-9 * mag[k] + nch + 1.0;
+                    const double tol = 1e-9 * mag[k % nr] + nch + 1.0;
                     tol_worst = std::max(tol_worst, d / tol);
                 }
                 checked += nch;
@@ -364,11 +509,12 @@ int main(int argc, char **argv)
                 }
             pairs_first = pairs;
 #ifdef HU_EXACT
-            printf("check (no FMA): 64 cells, %lld (cell, change) terms: largest difference %lld (must be 0)\n", checked,
-                   worst);
+            printf("check (no FMA), both gathers: 64 cells, %lld (cell, change) terms: largest difference %lld (must "
+                   "be 0)\n",
+                   checked, worst);
             if (worst != 0) return 1;
 #else
-            printf("check (FMA): 64 cells, %lld (cell, change) terms: largest difference %lld, %.3g of its "
+            printf("check (FMA), both gathers: 64 cells, %lld (cell, change) terms: largest difference %lld, %.3g of its "
                    "tolerance (must be at most 1)\n",
                    checked, worst, tol_worst);
             if (tol_worst > 1.0) return 1;
@@ -377,24 +523,26 @@ int main(int argc, char **argv)
     }
     int touched = 0;
     CK(cudaMemcpy(&touched, dtouched, sizeof touched, cudaMemcpyDeviceToHost));
-    const double tb = median(t_bucket), tg = median(t_gather), cells_batch = (double)touched / (B + warm);
+    const double tb = median(t_bucket), ta = median(t_gather), tg = median(t_warp), cells_batch = (double)touched / (B + warm);
     // per (cell, change) pair: (pm + 1)(pm + 2) / 2 values of ~10 flops
     // (the column step's 4 products and 2 differences, 2 coefficients,
     // the charge and the scale) and the diagonal's m steps per column
     const double flops_pair = 10.0 * co(g.pm, g.pm) + 8.0 * g.pm * (g.pm + 1) / 2.0;
     const double bytes = 2.0 * cells_batch * nr * 8.0; // the cells with changes: read and written
     const double gflops = pairs_first * flops_pair / (tg * 1e-6) * 1e-9, gbs = bytes / (tg * 1e-6) * 1e-9;
-    printf("| N | leaf level | cells (levels 2 ... L) | cells with changes a batch | degrees kept | (cell, change) pairs a batch | bucketing µs "
-           "| gather µs | GFLOP/s (%% of 34,000 FP64) | state r+w MB (GB/s, %% of 4,300) |\n");
-    printf("|---|---|---|---|---|---|---|---|---|---|\n");
-    printf("| %d | %d | %d | %.0f | %d | %lld | %.1f | %.1f | %.0f (%.1f%%) | %.1f (%.0f, %.1f%%) |\n", n, g.L, g.ncells, cells_batch,
-           g.pm, pairs_first, tb, tg, gflops, gflops / 340.0, bytes * 1e-6, gbs, gbs / 43.0);
+    printf("| N | leaf level | cells (levels 2 ... L) | cells with changes a batch | degrees kept | (cell, change) pairs "
+           "a batch | bucketing µs | gather, shared atomics µs | gather, a warp a cell µs | atomics / warp | warp: GFLOP/s "
+           "(%% of 34,000 FP64) | state r+w MB (warp: GB/s, %% of 4,300) |\n");
+    printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    printf("| %d | %d | %d | %.0f | %d | %lld | %.1f | %.1f | %.1f | %.2f | %.0f (%.1f%%) | %.1f (%.0f, %.1f%%) |\n", n,
+           g.L, g.ncells, cells_batch, g.pm, pairs_first, tb, ta, tg, ta / tg, gflops, gflops / 340.0, bytes * 1e-6,
+           gbs, gbs / 43.0);
     CK(cudaFree(dch));
     CK(cudaFree(dcnt));
     CK(cudaFree(dstart));
     CK(cudaFree(dfill));
     CK(cudaFree(dlist));
-    CK(cudaFree(dstate));
+    for (auto &d : dstate) CK(cudaFree(d));
     CK(cudaFree(dtmp));
     CK(cudaFree(dtouched));
     return 0;
