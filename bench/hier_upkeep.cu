@@ -87,6 +87,26 @@ struct host_add {
     }
 };
 
+// hier_expand's recurrences, one step each (every caller the same
+// operations, so the same bits): the diagonal I_k^k from I_(k-1)^(k-1), and
+// a column's I_(n+1)^m from I_n^m (a) and I_(n-1)^m (b)
+__host__ __device__ inline void diag_step(int k, double ux, double uy, double &mr, double &mi)
+{
+    const double f = 2.0 * k - 1.0, nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
+    mr = nr;
+    mi = ni;
+}
+__host__ __device__ inline void column_step(int n, int m, double uz, double inv2, double &ar, double &ai, double &br,
+                                            double &bi)
+{
+    const double c1 = (2.0 * (n + 1) - 1.0) * uz, c2 = (double)((n + m) * (n - m)) * inv2;
+    const double xr = c1 * ar - c2 * br, xi = c1 * ai - c2 * bi;
+    br = ar;
+    bi = ai;
+    ar = xr;
+    ai = xi;
+}
+
 // A change's terms for one column m (degrees n = m ... pm) at w = s - c,
 // charge z, added as integers by add(k, v): hier_expand's recurrences.
 template <typename Add>
@@ -95,23 +115,14 @@ __host__ __device__ inline void column(const double *inv_step, int pm, int m, co
     const double inv = 1.0 / sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);
     const double inv2 = inv * inv, ux = w[0] * inv2, uy = w[1] * inv2, uz = w[2] * inv2;
     double mr = inv, mi = 0.0;
-    for (int k = 1; k <= m; ++k) {
-        const double f = 2.0 * k - 1.0, nr = f * (ux * mr - uy * mi), ni = f * (ux * mi + uy * mr);
-        mr = nr;
-        mi = ni;
-    }
+    for (int k = 1; k <= m; ++k) diag_step(k, ux, uy, mr, mi);
     double ar = mr, ai = mi, br = 0.0, bi = 0.0;
     for (int n = m;; ++n) {
         const int k = co(n, m);
         add(2 * k, llrint(z * ar * inv_step[k]));
         if (m) add(2 * k + 1, llrint(z * ai * inv_step[k]));
         if (n == pm) break;
-        const double c1 = (2.0 * (n + 1) - 1.0) * uz, c2 = (double)((n + m) * (n - m)) * inv2;
-        const double xr = c1 * ar - c2 * br, xi = c1 * ai - c2 * bi;
-        br = ar;
-        bi = ai;
-        ar = xr;
-        ai = xi;
+        column_step(n, m, uz, inv2, ar, ai, br, bi);
     }
 }
 
@@ -263,9 +274,7 @@ __global__ void __launch_bounds__(128, 4) gather_warp(const float4 *ch, const in
         // the diagonal to m2, I_m1^m1 kept on the way (column()'s steps)
         double mr = inv, mi = 0.0, d1r = inv, d1i = 0.0;
         for (int k = 1; k <= m2; ++k) {
-            const double fk = 2.0 * k - 1.0, nr = fk * (ux * mr - uy * mi), ni = fk * (ux * mi + uy * mr);
-            mr = nr;
-            mi = ni;
+            diag_step(k, ux, uy, mr, mi);
             if (k == m1) {
                 d1r = mr;
                 d1i = mi;
@@ -283,12 +292,7 @@ __global__ void __launch_bounds__(128, 4) gather_warp(const float4 *ch, const in
             }
             acc[2 * s] += llrint(z * ar * is[s]);
             acc[2 * s + 1] += llrint(z * ai * is[s]);
-            const double c1 = (2.0 * (n + 1) - 1.0) * uz, c2 = (double)((n + m) * (n - m)) * inv2;
-            const double xr = c1 * ar - c2 * br, xi = c1 * ai - c2 * bi;
-            br = ar;
-            bi = ai;
-            ar = xr;
-            ai = xi;
+            column_step(n, m, uz, inv2, ar, ai, br, bi);
             ++n;
         }
     }
