@@ -340,11 +340,13 @@ int main(int argc, char **argv)
     /* (3) the integers after moves applied as removes and adds equal the
      * cells rebuilt from the moved positions (this moves pos: last) */
     long updates = 0;
+    int updated = 0;
     const int hmoves = 1000, hcells = 3;
-    const int differ = hl_history(fx[0], &g, pos, n, &prm, hmoves, hcells, side, R - 3.75, &seed, &updates);
+    const int differ =
+        hl_history(fx[0], &g, pos, n, &prm, hmoves, hcells, side, R - 3.75, &seed, &updates, &updated);
     printf("\nHistory: %d cells (%d a level, levels 2 ... %d, b = 1), %d moves applied as %ld removes and adds of "
-           "their terms: %d cells differ from their rebuild (must be 0)\n",
-           hcells * (L - 1), hcells, L, hmoves, updates, differ);
+           "their terms, reaching %d of the cells: %d cells differ from their rebuild (must be 0)\n",
+           hcells * (L - 1), hcells, L, hmoves, updates, updated, differ);
     int bad = 0;
     if (worst > 1.0 || rworst > 1.0) {
         fprintf(stderr, "hier_local: an error exceeded its bound (%.3g, %.3g of it)\n", worst, rworst);

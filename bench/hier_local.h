@@ -153,8 +153,10 @@ void hl_far_field(const hl_fixed *f, const grid *g, const metro_float4 *pos, con
 /* `moves` random moves applied by removing and adding each moved
  * particle's terms to a tracked set of cells (cells per level at every
  * level), against those cells rebuilt from the new positions; returns the
- * cells that differ in any bit (pos and g are moved and rebucketed) */
+ * cells that differ in any bit (pos and g are moved and rebucketed), the
+ * removes and adds applied (updates) and the tracked cells they reached
+ * (updated) */
 int hl_history(const hl_fixed *f, grid *g, metro_float4 *pos, int n, const coulomb_hs_params *prm, int moves,
-               int cells, double side, double rin, unsigned long long *seed, long *updates);
+               int cells, double side, double rin, unsigned long long *seed, long *updates, int *updated);
 
 #endif

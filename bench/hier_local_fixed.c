@@ -13,7 +13,12 @@
  * nearest integer (llrint: exact), so a cell's integers are the sum of its
  * current sources' integers, each a function of that source alone,
  * whatever the order and history of adds and removes: a removal is exact,
- * and nothing drifts (hl_history checks it).
+ * and nothing drifts, by construction, provided every add, remove and
+ * rebuild computes a source's integers with the same bits (one function
+ * here; on a GPU, host and device must not mix: with FMA their integers
+ * differ by a unit).  hl_history checks the bookkeeping (the lists'
+ * membership, each source's integers the rebuild's), not drift, which
+ * cannot happen.
  *
  * The norm of degree n: ‖L_n‖ = (Σ_m w_m |L_n^m|^2 / ((n+m)!(n-m)!))^(1/2),
  * w_0 = 1, w_m = 2 (the pair m, -m).  The degree-n term at x = c + y,
@@ -208,6 +213,9 @@ static void kahan(long double *s, long double *c, long double v)
     *s = t;
 }
 
+/* x must lie inside the cube (|x_a| < Rt): cell_of clamps, and a point
+ * outside its cell would break r <= rcell, which the tail bound and the
+ * series' convergence need (the study's places are in the ball) */
 void hl_far_field(const hl_fixed *f, const grid *g, const metro_float4 *pos, const coulomb_hs_params *prm,
                   const double x[3], int skip, hl_far *out)
 {
@@ -247,10 +255,11 @@ void hl_far_field(const hl_fixed *f, const grid *g, const metro_float4 *pos, con
                                            (long double)pos[j].z - cc[2]};
                 long double Ir[HL_NC], Ii[HL_NC];
                 irregular_ld(f, wl, Ir, Ii);
-                for (int q = 0; q < HL_NC; ++q) {
-                    kahan(&Ll[2 * q], &Lc[2 * q], z * Ir[q]);
-                    kahan(&Ll[2 * q + 1], &Lc[2 * q + 1], z * Ii[q]);
-                }
+                for (int n = 0; n <= HL_PM; ++n)
+                    for (int q = n * HL_W; q <= n * HL_W + n; ++q) { /* m <= n: what irregular_ld wrote */
+                        kahan(&Ll[2 * q], &Lc[2 * q], z * Ir[q]);
+                        kahan(&Ll[2 * q + 1], &Lc[2 * q + 1], z * Ii[q]);
+                    }
                 zs += fabs(z);
                 cnt += 1.0;
                 const double d = sqrt(w[0] * w[0] + w[1] * w[1] + w[2] * w[2]);
@@ -343,7 +352,7 @@ static void rebuild(const hl_fixed *f, const grid *g, const metro_float4 *pos, c
 }
 
 int hl_history(const hl_fixed *f, grid *g, metro_float4 *pos, int n, const coulomb_hs_params *prm, int moves,
-               int cells, double side, double rin, unsigned long long *seed, long *updates)
+               int cells, double side, double rin, unsigned long long *seed, long *updates, int *updated)
 {
     const int T = (g->L - 1) * cells;
     int(*tc)[4] = malloc((size_t)T * sizeof *tc);
@@ -365,6 +374,7 @@ int hl_history(const hl_fixed *f, grid *g, metro_float4 *pos, int n, const coulo
         }
     rebuild(f, g, pos, prm, (const int(*)[4])tc, T, inc);
     long upd = 0;
+    char *touched = calloc((size_t)T, 1);
     for (int mv = 0; mv < moves; ++mv) {
         const int j = (int)(urand(seed) * n);
         const metro_float4 o = pos[j], t = trial_move(seed, o, side, rin);
@@ -385,12 +395,14 @@ int hl_history(const hl_fixed *f, grid *g, metro_float4 *pos, int n, const coulo
                 source_terms(f, l, w, z, d);
                 for (int q = 0; q < 2 * HL_NC; ++q) Li[q] -= d[q];
                 ++upd;
+                if (touched) touched[i] = 1;
             }
             if (in_list(tc[i], sn, f->b)) { /* the new place's in */
                 const double w[3] = {t.x - cc[0], t.y - cc[1], t.z - cc[2]};
                 source_terms(f, l, w, z, d);
                 for (int q = 0; q < 2 * HL_NC; ++q) Li[q] += d[q];
                 ++upd;
+                if (touched) touched[i] = 1;
             }
         }
         pos[j] = t;
@@ -401,6 +413,9 @@ int hl_history(const hl_fixed *f, grid *g, metro_float4 *pos, int n, const coulo
     for (int i = 0; i < T; ++i)
         differ += memcmp(inc + (size_t)i * 2 * HL_NC, reb + (size_t)i * 2 * HL_NC, 2 * HL_NC * sizeof *inc) != 0;
     *updates = upd;
+    *updated = 0;
+    for (int i = 0; touched && i < T; ++i) *updated += touched[i];
+    free(touched);
     free(tc);
     free(inc);
     free(reb);
