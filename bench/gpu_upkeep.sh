@@ -3,22 +3,23 @@
 # 13's design study, bench/NOTES.md, "The upkeep on the GPU"), through
 # scripts/gpu.sh or on any machine with nvcc and a GPU:
 #   bash bench/gpu_upkeep.sh [N...]     default 1048576 8388608
-# Builds hier_upkeep twice with nvcc (with FMA, as it would run, and with
-# --fmad=false, whose integers must equal the host's bit for bit), checks
-# both against the host, prints the table for orders 12 and 8 at each N,
-# and with NCU=1 profiles the gather at the first N (ncu, the speed of
-# light and the stalls).  Logs in $OUT (default /tmp) as gpu_upkeep.tar.gz.
+# Runs hier_upkeep as the build made it twice (bench/CMakeLists.txt: with
+# FMA, as it would run, and with --fmad=false, whose integers must equal
+# the host's bit for bit; $METRO_BUILD, default build, which scripts/gpu.sh
+# sets to build-gpu and builds first), checks both against the host,
+# prints the table for orders 12 and 8 at each N, and with NCU=1 profiles
+# gather_warp at the first N (ncu, the speed of light and the stalls).
+# Logs in $OUT (default /tmp) as gpu_upkeep.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-/tmp}
 logs=$(mktemp -d)
 trap 'tar czf "$out/gpu_upkeep.tar.gz" -C "$logs" . && rm -rf "$logs"' EXIT
 sizes=${*:-1048576 8388608}
-nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-bin=$(mktemp -d)
-"$nvcc" -O3 -std=c++17 -arch=sm_90 -lineinfo -o "$bin/hier_upkeep" bench/hier_upkeep.cu >"$logs/build.txt" 2>&1 &&
-  "$nvcc" -O3 -std=c++17 -arch=sm_90 --fmad=false -DHU_EXACT -o "$bin/hier_upkeep_exact" bench/hier_upkeep.cu >>"$logs/build.txt" 2>&1 ||
-  { cat "$logs/build.txt"; exit 1; }
+bin=${METRO_BUILD:-build}/bin
+for b in hier_upkeep hier_upkeep_exact; do
+  [ -x "$bin/$b" ] || { echo "gpu_upkeep.sh: $bin/$b is not built (cmake --build ${METRO_BUILD:-build})" >&2; exit 1; }
+done
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$logs/gpu.txt"
 rc=0
 for n in $sizes; do

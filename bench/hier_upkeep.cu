@@ -22,8 +22,9 @@
 //
 //   hier_upkeep N [p [batches [seed]]]     defaults p = 12 (PM = p + 2), 20 batches
 //
-// Built and run on the GPU machine by bench/gpu_upkeep.sh (nvcc, no CMake
-// target: the project's CUDA code is otherwise JIT-linked plugins).
+// Built by the project's build (bench/CMakeLists.txt: nvcc, as the
+// plugins' device code is, with FMA and as hier_upkeep_exact without);
+// run by bench/gpu_upkeep.sh.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
