@@ -95,9 +95,9 @@ static void local_bound(const grid *g, const metro_float4 *pos, const coulomb_hs
     double e8 = 0.0, e12 = 0.0;
     long dir = 0, far = 0;
     for (int l = 2; l <= g->L; ++l) {
-        const double hl = 2.0 * g->Rt / (1 << l);
-        const int c[3] = {cell_of(g, l, x[0]), cell_of(g, l, x[1]), cell_of(g, l, x[2])};
-        const double cc[3] = {-g->Rt + (c[0] + 0.5) * hl, -g->Rt + (c[1] + 0.5) * hl, -g->Rt + (c[2] + 0.5) * hl};
+        int c[3];
+        double cc[3];
+        cell_at_level(g, l, x, c, cc);
         const double r = sqrt((x[0] - cc[0]) * (x[0] - cc[0]) + (x[1] - cc[1]) * (x[1] - cc[1]) +
                               (x[2] - cc[2]) * (x[2] - cc[2]));
         static int cells[HL_AROUND][4];
@@ -140,7 +140,9 @@ static double first_ideal(const grid *g, const metro_float4 *pos, const coulomb_
                           int skip, double theta, double dcut, int l, int cx, int cy, int cz, long *seen)
 {
     const double hl = 2.0 * g->Rt / (1 << l), rho = 0.5 * sqrt(3.0) * hl;
-    const double c[3] = {-g->Rt + (cx + 0.5) * hl, -g->Rt + (cy + 0.5) * hl, -g->Rt + (cz + 0.5) * hl};
+    const int ci[3] = {cx, cy, cz};
+    double c[3];
+    cell_centre(g, l, ci, c);
     const double d = sqrt((x[0] - c[0]) * (x[0] - c[0]) + (x[1] - c[1]) * (x[1] - c[1]) + (x[2] - c[2]) * (x[2] - c[2]));
     if (l == g->L) { /* a near leaf: summed directly */
         *seen += cell_particles(g, l, cx, cy, cz, skip);

@@ -50,14 +50,18 @@ static inline int cell_of(const grid *g, int l, double v)
     return c < 0 ? 0 : c >= ml ? ml - 1 : c;
 }
 
+/* The centre of level-l cell c */
+static inline void cell_centre(const grid *g, int l, const int c[3], double cc[3])
+{
+    const double hl = 2.0 * g->Rt / (1 << l);
+    for (int a = 0; a < 3; ++a) cc[a] = -g->Rt + (c[a] + 0.5) * hl;
+}
+
 /* Level l's cell of x (c) and its centre (cc) */
 static inline void cell_at_level(const grid *g, int l, const double x[3], int c[3], double cc[3])
 {
-    const double hl = 2.0 * g->Rt / (1 << l);
-    for (int a = 0; a < 3; ++a) {
-        c[a] = cell_of(g, l, x[a]);
-        cc[a] = -g->Rt + (c[a] + 0.5) * hl;
-    }
+    for (int a = 0; a < 3; ++a) c[a] = cell_of(g, l, x[a]);
+    cell_centre(g, l, c, cc);
 }
 
 /* The n particles into their leaves (g's arrays allocated for n) */

@@ -52,9 +52,9 @@
 #define HL_NC (HL_W * HL_W) /* (n, m) at n HL_W + m */
 
 struct hl_fixed {
-    int L, b;
-    double ic1[HIER_TD], ic2[HIER_TD * HIER_TD], rc1[HIER_TD * HIER_TD], rc2[HIER_TD * HIER_TD], gw[HIER_TD * HIER_TD];
-    double ev[HIER_TD], src[HIER_TD], sq[HIER_TD];
+    int b;
+    double ic1[HIER_TD], ic2[HIER_TD * HIER_TD]; /* I's recurrence factors */
+    double ev[HIER_TD], src[HIER_TD];           /* the tree's rounding factors (hier_round_factors) */
     double nw[HL_NC];                 /* w_m / ((n+m)!(n-m)!) */
     double step[HL_LMAX][HL_NC];      /* Δ: powers of two */
     double inv_step[HL_LMAX][HL_NC];  /* 1 / Δ */
@@ -69,10 +69,10 @@ hl_fixed *hl_fixed_new(const grid *g, int b, double zsum)
         free(f);
         return NULL;
     }
-    f->L = g->L;
     f->b = b;
-    hier_factors(HL_PM, f->ic1, f->ic2, f->rc1, f->rc2, f->gw);
-    hier_round_factors(HL_PM, 0, f->ev, f->src, f->sq);
+    double rc1[HIER_TD * HIER_TD], rc2[HIER_TD * HIER_TD], gw[HIER_TD * HIER_TD], sq[HIER_TD]; /* unused here */
+    hier_factors(HL_PM, f->ic1, f->ic2, rc1, rc2, gw);
+    hier_round_factors(HL_PM, 0, f->ev, f->src, sq);
     long double fact[2 * HL_W];
     fact[0] = 1.0L;
     for (int k = 1; k < 2 * HL_W; ++k) fact[k] = fact[k - 1] * (long double)k;
@@ -331,9 +331,8 @@ static void rebuild(const hl_fixed *f, const grid *g, const metro_float4 *pos, c
     static int cells[HL_AROUND][4];
     for (int i = 0; i < T; ++i) {
         const int l = tc[i][3];
-        const double hl = 2.0 * g->Rt / (1 << l);
-        const double cc[3] = {-g->Rt + (tc[i][0] + 0.5) * hl, -g->Rt + (tc[i][1] + 0.5) * hl,
-                              -g->Rt + (tc[i][2] + 0.5) * hl};
+        double cc[3];
+        cell_centre(g, l, tc[i], cc);
         int64_t *Li = L + (size_t)i * 2 * HL_NC;
         memset(Li, 0, 2 * HL_NC * sizeof *Li);
         const int nc = around(l, tc[i], f->b, cells);
@@ -382,9 +381,8 @@ int hl_history(const hl_fixed *f, grid *g, metro_float4 *pos, int n, const coulo
         const double xo[3] = {o.x, o.y, o.z}, xt[3] = {t.x, t.y, t.z};
         for (int i = 0; i < T; ++i) {
             const int l = tc[i][3];
-            const double hl = 2.0 * g->Rt / (1 << l);
-            const double cc[3] = {-g->Rt + (tc[i][0] + 0.5) * hl, -g->Rt + (tc[i][1] + 0.5) * hl,
-                                  -g->Rt + (tc[i][2] + 0.5) * hl};
+            double cc[3];
+            cell_centre(g, l, tc[i], cc);
             int so[3], sn[3];
             double scratch[3];
             cell_at_level(g, l, xo, so, scratch);
