@@ -38,18 +38,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench.h"
+
 #define LB 7.117 /* Bjerrum length, Å */
 #define D 7.5    /* diameter of both species, Å */
 
 typedef struct {
     double x, y, z, q;
 } ion;
-
-static double urand(unsigned long long *s)
-{
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(*s >> 11) * 0x1p-53;
-}
 
 /* βU between charges at a and b: λ_B qq'/r, +inf on contact */
 static double pair(const ion *a, double bx, double by, double bz, double bq)
@@ -84,6 +80,13 @@ static void place(ion *t, double rin, double q, unsigned long long *s)
     t->q = q;
 }
 
+/* The cell of coordinate v in [−rin, rin] on a grid of m cells of side h */
+static int grid_cell(double v, double rin, double h, int m)
+{
+    const int c = (int)((v + rin) / h);
+    return c < 0 ? 0 : c >= m ? m - 1 : c;
+}
+
 /* Places again every ion that touches an ion of lower index; returns how
  * many moved (a counting sort into cells of side >= D, the 27 around) */
 static int resolve_overlaps(ion *p, int n, double rin, unsigned long long *s)
@@ -98,9 +101,8 @@ static int resolve_overlaps(ion *p, int n, double rin, unsigned long long *s)
         fprintf(stderr, "hier_chain_depth: out of memory\n");
         exit(1);
     }
-#define CO(v) (((int)(((v) + rin) / h)) < 0 ? 0 : ((int)(((v) + rin) / h)) >= m ? m - 1 : (int)(((v) + rin) / h))
     for (int i = 0; i < n; ++i) {
-        cell[i] = (CO(p[i].x) * m + CO(p[i].y)) * m + CO(p[i].z);
+        cell[i] = (grid_cell(p[i].x, rin, h, m) * m + grid_cell(p[i].y, rin, h, m)) * m + grid_cell(p[i].z, rin, h, m);
         ++cnt[cell[i] + 1];
     }
     for (int c = 0; c < m * m * m; ++c) cnt[c + 1] += cnt[c];
@@ -109,7 +111,7 @@ static int resolve_overlaps(ion *p, int n, double rin, unsigned long long *s)
     for (int i = 0; i < n; ++i) idx[fill[cell[i]]++] = i;
     int moved = 0;
     for (int i = 0; i < n; ++i) {
-        const int cx = CO(p[i].x), cy = CO(p[i].y), cz = CO(p[i].z);
+        const int cx = grid_cell(p[i].x, rin, h, m), cy = grid_cell(p[i].y, rin, h, m), cz = grid_cell(p[i].z, rin, h, m);
         for (int x = cx - 1; x <= cx + 1 && !bad[i]; ++x)
             for (int y = cy - 1; y <= cy + 1 && !bad[i]; ++y)
                 for (int z = cz - 1; z <= cz + 1 && !bad[i]; ++z) {
@@ -124,7 +126,6 @@ static int resolve_overlaps(ion *p, int n, double rin, unsigned long long *s)
                     }
                 }
     }
-#undef CO
     for (int i = 0; i < n; ++i)
         if (bad[i]) {
             place(&p[i], rin, p[i].q, s);
@@ -180,7 +181,7 @@ int main(int argc, char **argv)
     double *A = calloc((size_t)S * S, sizeof *A), *B = calloc((size_t)S * S, sizeof *B);
     signed char *truth = malloc((size_t)S), *known = malloc((size_t)S), *next = malloc((size_t)S);
     int *open1 = malloc((size_t)nb * sizeof *open1), *rounds = malloc((size_t)nb * sizeof *rounds);
-    double *width = malloc((size_t)n * sizeof *width);
+    double *width = malloc((size_t)nb * S * sizeof *width); /* a cycle's trials */
     if (!p || !nw || !base || !thr || !A || !B || !truth || !known || !next || !open1 || !rounds || !width) {
         fprintf(stderr, "hier_chain_depth: out of memory\n");
         return 1;

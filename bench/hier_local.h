@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "bench.h"
 #include "hier_math.h"
 #include "hier_tree.h"
 
@@ -15,12 +16,6 @@
 #define HL_W (HL_PM + 1)
 #define HL_LMAX 16         /* levels */
 #define HL_AROUND 1000     /* (2 (2b + 1))^3 at b = 2 */
-
-static inline double urand(unsigned long long *s)
-{
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(*s >> 11) * 0x1p-53;
-}
 
 /* A trial in the sampler's default cube of side `side` about o, kept inside
  * the ball of radius rin */

@@ -29,16 +29,10 @@
 #include <cstdlib>
 #include <vector>
 
+#include "bench.h"
+
 namespace cg = cooperative_groups;
 
-#define CK(x)                                                                                                          \
-    do {                                                                                                               \
-        cudaError_t e_ = (x);                                                                                          \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "hier_rounds: %s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));                  \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
 
 struct batch {
     const double *base, *thr, *A, *B;

@@ -34,14 +34,8 @@
 
 #include <cub/device/device_scan.cuh>
 
-#define CK(x)                                                                                                          \
-    do {                                                                                                               \
-        cudaError_t e_ = (x);                                                                                          \
-        if (e_ != cudaSuccess) {                                                                                       \
-            fprintf(stderr, "hier_upkeep: %s: %s (line %d)\n", #x, cudaGetErrorString(e_), __LINE__);                  \
-            exit(1);                                                                                                   \
-        }                                                                                                              \
-    } while (0)
+#include "bench.h"
+
 
 constexpr int PMAX = 14, LMAX = 10, NCO = (PMAX + 1) * (PMAX + 2) / 2, BATCH = 1024, MAXCH = 4096;
 constexpr double CATION_DENSITY = 1.1447e-6; // Å^-3, PHYSICS.md §2
@@ -313,12 +307,6 @@ __global__ void __launch_bounds__(128, 4) gather_warp(const float4 *ch, const in
             if (m) atomicAdd(&st[2 * co(n, m) + 1], (unsigned long long)acc[2 * s + 1]);
         }
     }
-}
-
-static double urand(unsigned long long *s)
-{
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(*s >> 11) * 0x1p-53;
 }
 
 static float4 in_ball(unsigned long long *s, double R, float w)
