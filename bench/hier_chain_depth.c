@@ -24,14 +24,19 @@
  * (exit 1 if not).  The ranges need no rounding slack: both sums add one
  * term a mate in the same order, and rounded addition is monotone.
  *
- *   hier_chain_depth N cycles [S [batches [seed [file]]]]
+ *   hier_chain_depth N cycles [S [batches [seed [file [start.xyz]]]]]
  * prints one table row a cycle; `batches` (default all, N / S) limits a
  * cycle to its first batches (the other ions stay put), for sizes whose
- * whole cycle of O(N) sums would take too long here.  With `file`, the last
- * cycle's batches are written there for bench/hier_rounds.cu (the rounds on
- * the GPU): int32 "HCD1", S, batches; then a batch's base[S], thr[S],
- * A[S*S], B[S*S] (doubles, row j the mates i < j, zero beyond) and the
- * chain's decisions[S] (bytes).
+ * whole cycle of O(N) sums would take too long here.  With `file` (not
+ * "-"), the last cycle's batches are written there for bench/hier_rounds.cu
+ * (the rounds on the GPU): int32 "HCD1", S, batches; then a batch's
+ * base[S], thr[S], A[S*S], B[S*S] (doubles, row j the mates i < j, zero
+ * beyond) and the chain's decisions[S] (bytes).  With `start.xyz`, the ions
+ * start from the first frame of metro's trajectory in extended XYZ (the
+ * trajectory observable, format = xyz: species, x, y, z, charge per line,
+ * cell_radius in the comment line) instead of a uniform placement: an
+ * equilibrated state of the sampler itself, at sizes where this program's
+ * own O(N) moves could not equilibrate one.
  */
 #include <math.h>
 #include <stdio.h>
@@ -150,10 +155,59 @@ static int cmp_int(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
+/* The first frame of metro's extended XYZ at path into p (n ions, charges
+ * from the charge column); its cell radius to *R.  Every ion must lie in
+ * the ball of radius R − D/2 and touch no other: an error names the line. */
+static int load_xyz(const char *path, ion *p, int n, double *R)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        perror(path);
+        return -1;
+    }
+    char line[4096];
+    long count = -1;
+    int ln = 0, ok = 0;
+    const char *cr;
+    if (fgets(line, sizeof line, f)) {
+        ++ln;
+        count = strtol(line, NULL, 10);
+    }
+    if (count != n) {
+        fprintf(stderr, "hier_chain_depth: %s:%d: %ld ions, N is %d\n", path, ln, count, n);
+        goto out;
+    }
+    if (!fgets(line, sizeof line, f) || !(cr = strstr(line, "cell_radius=")) || sscanf(cr + 12, "%lf", R) != 1 ||
+        !(*R > D)) {
+        fprintf(stderr, "hier_chain_depth: %s:2: no cell_radius=R (R > %g Å) in the comment line\n", path, D);
+        goto out;
+    }
+    ln = 2;
+    const double rin = *R - D / 2, tol = 1e-6 * *R; /* the file's float places, printed to 9 digits */
+    for (int i = 0; i < n; ++i) {
+        char sp[64];
+        ++ln;
+        if (!fgets(line, sizeof line, f) ||
+            sscanf(line, "%63s %lf %lf %lf %lf", sp, &p[i].x, &p[i].y, &p[i].z, &p[i].q) != 5 ||
+            !isfinite(p[i].x + p[i].y + p[i].z + p[i].q) || p[i].q == 0.0) {
+            fprintf(stderr, "hier_chain_depth: %s:%d: expected species, x, y, z and a charge other than 0\n", path, ln);
+            goto out;
+        }
+        if (sqrt(p[i].x * p[i].x + p[i].y * p[i].y + p[i].z * p[i].z) > rin + tol) {
+            fprintf(stderr, "hier_chain_depth: %s:%d: ion %d lies outside the ball of radius %g Å\n", path, ln, i, rin);
+            goto out;
+        }
+    }
+    ok = 1;
+out:
+    fclose(f);
+    return ok ? 0 : -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: hier_chain_depth N cycles [S [batches [seed [file]]]]\n");
+        fprintf(stderr, "usage: hier_chain_depth N cycles [S [batches [seed [file|- [start.xyz]]]]]\n");
         return 2;
     }
     const int n = atoi(argv[1]), cycles = atoi(argv[2]), S = argc > 3 ? atoi(argv[3]) : 1024;
@@ -166,7 +220,7 @@ int main(int argc, char **argv)
     }
     if (nb == 0) nb = n / S;
     FILE *dump = NULL;
-    if (argc > 6 && !(dump = fopen(argv[6], "wb"))) {
+    if (argc > 6 && strcmp(argv[6], "-") != 0 && !(dump = fopen(argv[6], "wb"))) {
         perror(argv[6]);
         return 1;
     }
@@ -174,25 +228,40 @@ int main(int argc, char **argv)
         const int head[3] = {0x31444348, S, nb};
         fwrite(head, sizeof head, 1, dump);
     }
-    const double R = 3795.0 * cbrt(n / 1048576.0), rin = R - D / 2, side = 2.0 * R / 3.0;
     ion *p = malloc((size_t)n * sizeof *p);
+    double R = 3795.0 * cbrt(n / 1048576.0);
+    if (!p || (argc > 7 && load_xyz(argv[7], p, n, &R) != 0)) {
+        if (!p) fprintf(stderr, "hier_chain_depth: out of memory\n");
+        return 1;
+    }
+    const double rin = R - D / 2, side = 2.0 * R / 3.0;
     ion *nw = malloc((size_t)S * sizeof *nw);
     double *base = malloc((size_t)S * sizeof *base), *thr = malloc((size_t)S * sizeof *thr);
     double *A = calloc((size_t)S * S, sizeof *A), *B = calloc((size_t)S * S, sizeof *B);
     signed char *truth = malloc((size_t)S), *known = malloc((size_t)S), *next = malloc((size_t)S);
     int *open1 = malloc((size_t)nb * sizeof *open1), *rounds = malloc((size_t)nb * sizeof *rounds);
     double *width = malloc((size_t)nb * S * sizeof *width); /* a cycle's trials */
-    if (!p || !nw || !base || !thr || !A || !B || !truth || !known || !next || !open1 || !rounds || !width) {
+    if (!nw || !base || !thr || !A || !B || !truth || !known || !next || !open1 || !rounds || !width) {
         fprintf(stderr, "hier_chain_depth: out of memory\n");
         return 1;
     }
     /* placement: uniform in the ball, a cation (+3) every fourth index (so
      * the system is neutral and a batch a mixture); overlaps found on a grid
      * of cells of side >= D and the later ion of each placed again */
-    for (int i = 0; i < n; ++i) place(&p[i], rin, i % 4 == 0 ? 3.0 : -1.0, &seed);
-    while (resolve_overlaps(p, n, rin, &seed) > 0) {
+    if (argc > 7) {
+        const int touching = resolve_overlaps(p, n, rin, &seed);
+        if (touching > 0) {
+            fprintf(stderr, "hier_chain_depth: %s: %d ions touch an ion of lower index (diameter %g Å)\n", argv[7],
+                    touching, D);
+            return 1;
+        }
+    } else {
+        for (int i = 0; i < n; ++i) place(&p[i], rin, i % 4 == 0 ? 3.0 : -1.0, &seed);
+        while (resolve_overlaps(p, n, rin, &seed) > 0) {
+        }
     }
-    printf("N %d, S %d, %d batches a cycle, R %.1f Å, trial cube side %.1f Å (hier_chain_depth)\n", n, S, nb, R, side);
+    printf("N %d, S %d, %d batches a cycle, R %.1f Å, trial cube side %.1f Å, from %s (hier_chain_depth)\n", n, S, nb,
+           R, side, argc > 7 ? argv[7] : "a uniform placement");
     printf("| cycle | accepted | range width Σ|A − B| over earlier mates, kT: median (90%%) | open after one round, "
            "a batch: mean (max) | rounds to decide a batch: median (max) |\n|---|---|---|---|---|\n");
     for (int c = 1; c <= cycles; ++c) {
