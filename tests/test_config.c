@@ -41,6 +41,16 @@ static const bad_case cases[] = {
     {"long_line.ini", "", "long_line.ini:12: [potential] name: unknown key"},
     /* a long list is checked item by item, and errors name its line */
     {"long_list_bad.ini", "", "long_list_bad.ini:10: [potential] valences: 'abc' in the list is not a number (list of reals in [-100, 100] e)"},
+    /* an empty item is a typo, never skipped (1,,-1 is not two species) */
+    {"coulomb.ini", "--set potential.valences=1,,-1", "--set #1 potential.valences=1,,-1: [potential] valences: item 2 of the list is empty"},
+    {"coulomb.ini", "--set potential.diameters=4,", "--set #1 potential.diameters=4,: [potential] diameters: item 2 of the list is empty"},
+    {"coulomb.ini", "--set run.scan=potential.bjerrum:7,,8", "--set #1 run.scan=potential.bjerrum:7,,8: [run] scan: value 2 after 'potential.bjerrum:' is empty"},
+    {"good.ini", "--set run.systems=2 --set run.scan=sampler.temperature=1,2", "--set #2 run.scan=sampler.temperature=1,2: [run] scan: 'sampler.temperature=1,2' is not SECTION.KEY"},
+    /* species names as [system] species has them: one each, valid, none twice */
+    {"coulomb.ini", "--set potential.names=Na", "names: 1 name for 2 species"},
+    {"coulomb.ini", "--set potential.names=Na,Cl,K", "names: 3 names for 2 species"},
+    {"coulomb.ini", "--set potential.names=Na,Na", "names: 'Na' is named twice"},
+    {"coulomb.ini", "--set potential.names=N@,Cl", "names: 'N@' (species 1) is not a species name"},
 };
 
 /* Messages that must not appear for a case (a wrong place). */

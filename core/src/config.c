@@ -512,10 +512,33 @@ static int parse_value(const metro_param_decl *d, const char *text, struct metro
     case METRO_PARAM_STRING:
         return 0;
     case METRO_PARAM_REAL_LIST: {
-        char *copy = metro__strdup(text), *save = NULL;
+        char *copy = metro__strdup(text);
         v->nlist = 0;
         v->list = NULL;
-        for (char *tok = strtok_r(copy, ", \t", &save); tok; tok = strtok_r(NULL, ", \t", &save)) {
+        /* items separated by commas or blanks; an empty item between two
+         * commas (or before or after one) is a typo, not a skip: "1,,-1"
+         * must not quietly become two species */
+        int item = 0;
+        for (char *c = copy;; ++item) {
+            char *comma = strchr(c, ',');
+            if (comma) *comma = '\0';
+            if (!c[strspn(c, " \t")] && (comma || item > 0)) {
+                snprintf(why, n, "item %d of the list is empty (items are separated by one comma or by blanks)",
+                         item + 1);
+                free(copy);
+                free(v->list);
+                v->list = NULL;
+                v->nlist = 0;
+                return -1;
+            }
+            if (!comma) break;
+            c = comma + 1;
+        }
+        /* the commas are now '\0': restore them as blanks for the scan */
+        for (size_t k = 0, l = strlen(text); k < l; ++k)
+            if (!copy[k]) copy[k] = ' ';
+        char *save = NULL;
+        for (char *tok = strtok_r(copy, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
             double x;
             if (parse_real(tok, &x)) {
                 snprintf(why, n, "'%s' in the list is not a number", tok);

@@ -78,8 +78,8 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
         char *end;
         long v = strtol(sys->value, &end, 10);
         if (end == sys->value || *end || v < 1 || v > MAX_SYSTEMS)
-            rc = metro__fail(err, METRO_EUSAGE, "%s:%d: [run] systems: '%s' is not a number of systems (integer in [1, %d])",
-                             sys->file, sys->line, sys->value, MAX_SYSTEMS);
+            rc = metro__fail(err, METRO_EUSAGE, "%s: [run] systems: '%s' is not a number of systems (integer in [1, %d])",
+                             sys->where, sys->value, MAX_SYSTEMS);
         else
             e->k = (int)v;
     }
@@ -88,26 +88,39 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
         size_t kl = colon ? (size_t)(colon - scan->value) : 0;
         while (kl && scan->value[kl - 1] == ' ') --kl;
         if (!colon || !kl || kl >= sizeof e->scan_key || !memchr(scan->value, '.', kl)) {
-            rc = metro__fail(err, METRO_EUSAGE, "%s:%d: [run] scan: '%s' is not SECTION.KEY: v1, v2, ... (e.g. "
-                                                "potential.concentration: 0.001, 0.002)", scan->file, scan->line, scan->value);
+            rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: '%s' is not SECTION.KEY: v1, v2, ... (e.g. "
+                                                "potential.concentration: 0.001, 0.002)", scan->where, scan->value);
         } else if (sys && e->k > 1) {
-            rc = metro__fail(err, METRO_EUSAGE, "%s:%d: [run] scan: give systems = K or scan, not both (a scan has one "
-                                                "system per value)", scan->file, scan->line);
+            rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: give systems = K or scan, not both (a scan has one "
+                                                "system per value)", scan->where);
         } else {
             memcpy(e->scan_key, scan->value, kl);
             e->k = 0;
             char *list = metro__strdup(colon + 1);
-            for (char *save = NULL, *v = strtok_r(list, ",", &save); v; v = strtok_r(NULL, ",", &save)) {
-                while (*v == ' ') ++v;
+            /* every value between the commas is a system: an empty one
+             * ("0.5,,0.6") or one past the limit is refused, not skipped */
+            int item = 0, blank = 1;
+            for (const char *c = list; *c; ++c) blank &= *c == ' ' || *c == '\t';
+            for (char *v = list, *next; !rc && !blank && v; v = next, ++item) {
+                next = strchr(v, ',');
+                if (next) *next++ = 0;
+                while (*v == ' ' || *v == '\t') ++v;
                 size_t l = strlen(v);
-                while (l && v[l - 1] == ' ') v[--l] = 0;
-                if (!l || e->k >= MAX_SYSTEMS) continue;
-                e->values = metro__xrealloc(e->values, sizeof *e->values * (size_t)(e->k + 1));
-                e->values[e->k++] = metro__strdup(v);
+                while (l && (v[l - 1] == ' ' || v[l - 1] == '\t')) v[--l] = 0;
+                if (!l)
+                    rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: value %d after '%s:' is empty (values are "
+                                                        "separated by one comma)", scan->where, item + 1, e->scan_key);
+                else if (e->k >= MAX_SYSTEMS)
+                    rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: more than %d values (a system each)",
+                                     scan->where, MAX_SYSTEMS);
+                else {
+                    e->values = metro__xrealloc(e->values, sizeof *e->values * (size_t)(e->k + 1));
+                    e->values[e->k++] = metro__strdup(v);
+                }
             }
             free(list);
-            if (e->k < 1)
-                rc = metro__fail(err, METRO_EUSAGE, "%s:%d: [run] scan: no values after '%s:'", scan->file, scan->line,
+            if (!rc && e->k < 1)
+                rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: no values after '%s:'", scan->where,
                                  e->scan_key);
         }
     }

@@ -46,6 +46,7 @@
  * CPU loops: delta() and total() sum float pair energies in double, the
  * partner loop split over `threads` OpenMP threads where OpenMP exists.
  */
+#include <ctype.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -206,23 +207,42 @@ static int check_neutral(coulomb_hs *c, const metro_params *p)
     return 0;
 }
 
-/* The species table's names: the names key, else z+3, z-1, ... */
-static void name_species(coulomb_hs *c, const metro_params *p)
+/* The species table's names: the names key, else z+3, z-1, ...  Given
+ * names follow [system] species' rule (one a species, 1 to 15 of letters,
+ * digits, _ + - ., none twice): they are what an initial file and the
+ * trajectories match species by, so a missing, extra or repeated name is a
+ * mistake to report, not one to paper over. */
+static int name_species(coulomb_hs *c, const metro_params *p)
 {
     const metro_host_api *h = c->host;
     int nz = c->nspecies;
     const char *names = h->param_string(p, "names");
+    if (*names) {
+        int given = 1;
+        for (const char *x = names; *x; ++x) given += *x == ',';
+        if (given != nz)
+            return h->fail(c->ctx, "names: %d name%s for %d species (give one per species, separated by commas, or "
+                                   "none: z+3, z-1, ...)", given, given == 1 ? "" : "s", nz);
+    }
     for (int s = 0; s < nz; ++s) {
         char f[64];
         list_field(names, s, f, sizeof f);
-        if (f[0])
-            snprintf(c->name[s], sizeof c->name[s], "%s", f);
-        else
+        if (!*names) {
             snprintf(c->name[s], sizeof c->name[s], "z%+g", c->z[s]);
+            for (int t = 0; t < s; ++t)
+                if (!strcmp(c->name[t], c->name[s])) snprintf(c->name[s], sizeof c->name[s], "s%d", s);
+            continue;
+        }
+        int ok = f[0] != 0 && strlen(f) < sizeof c->name[s] && strlen(f) < sizeof f - 1;
+        for (const char *x = f; *x; ++x) ok &= isalnum((unsigned char)*x) || strchr("_+-.", *x) != NULL;
+        if (!ok)
+            return h->fail(c->ctx, "names: '%s' (species %d) is not a species name (1 to %zu of letters, digits, "
+                                   "_ + - .)", f, s + 1, sizeof c->name[s] - 1);
         for (int t = 0; t < s; ++t)
-            if (!strcmp(c->name[t], c->name[s]))
-                snprintf(c->name[s], sizeof c->name[s], "s%d", s);
+            if (!strcmp(c->name[t], f)) return h->fail(c->ctx, "names: '%s' is named twice", f);
+        memcpy(c->name[s], f, strlen(f) + 1); /* fits: checked above */
     }
+    return 0;
 }
 
 /* Species the core declared ([system] or the initial file): this term reads
@@ -271,7 +291,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     c->threads = (int)host->param_int(p, "threads");
     c->max_attempts = host->param_int(p, "max_attempts");
     if (setup->species ? core_species(c, p, setup) : read_species(c, p, setup->particles)) goto fail;
-    if (!setup->species) name_species(c, p);
+    if (!setup->species && name_species(c, p)) goto fail;
 
     double R = host->param_real(p, "cell_radius");
     double conc = host->param_real(p, "concentration");
