@@ -417,20 +417,27 @@ END_TEST
 /* --dry-run of every shipped config: the resolved config and the work
  * come out, and nothing is created, not even the default run directory.
  * A config of the hierarchical sampler is timed by the sampler's own
- * estimate (cost(), ABI 6), the others by the direct sum's pair terms. */
+ * estimate (cost(), ABI 6), the others by the direct sum's pair terms.
+ * A dry run reads a config's initial file as a run would, so the README's
+ * salt.xyz is made first (docs/own_system/make_salt.py, with ASE), and
+ * without it own_system_salt.ini is refused. */
 START_TEST(dry_run_creates_nothing)
 {
     fresh_dir();
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
-             "cd %s && for f in %s/configs/*.ini; do %s/bin/metro run $f --dry-run --device cpu >out.txt 2>err.txt || "
+             "cd %s && %s/bin/metro run %s/configs/own_system_salt.ini --dry-run --device cpu >out.txt 2>err.txt; "
+             "[ $? = 2 ] && grep -q 'salt.xyz: cannot be read' err.txt || { cat err.txt; exit 1; }; "
+             "/usr/bin/python3 %s/docs/own_system/make_salt.py salt.xyz >/dev/null || exit 1; "
+             "for f in %s/configs/*.ini; do %s/bin/metro run $f --dry-run --device cpu >out.txt 2>err.txt || "
              "{ echo \"$f\"; cat err.txt; exit 1; }; grep -q 'the work (dry run' out.txt || { echo \"$f: no plan\"; exit 1; }; "
              "grep -q '^\\[run\\]' out.txt || { echo \"$f: no config\"; exit 1; }; "
              "if grep -q '^plugin = hierarchical' $f; then want=\"the sampler's estimate\"; else want='pair terms/s'; fi; "
              "grep -q \"time per sweep: .*$want\" out.txt || { echo \"$f: not timed by $want\"; exit 1; }; "
-             "done; rm out.txt err.txt; "
+             "done; rm out.txt err.txt salt.xyz; "
              "[ -z \"$(ls -A)\" ] || { ls -A; exit 1; }",
-             dir, METRO_TEST_SOURCE_DIR, METRO_TEST_BINARY_DIR);
+             dir, METRO_TEST_BINARY_DIR, METRO_TEST_SOURCE_DIR, METRO_TEST_SOURCE_DIR, METRO_TEST_SOURCE_DIR,
+             METRO_TEST_BINARY_DIR);
     ck_assert_int_eq(system(cmd), 0);
     cleanup();
 }

@@ -321,7 +321,12 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     if ((rc = check_memory(sim, host_need, device_need, err))) goto fail;
     sim->host_need = host_need;
     sim->device_need = device_need;
-    if (opt->dry_run) {
+    /* a dry run checks everything a run would, the initial file's frame
+     * included (its count, species, cell and overlaps: initial.c), but
+     * places nothing of its own (the potential's placement can take
+     * seconds and cannot fail on a valid config) */
+    const int initial_file = *metro__param_string(sim->system, "initial") != 0;
+    if (opt->dry_run && !initial_file) {
         *out = sim;
         return METRO_OK;
     }
@@ -339,9 +344,13 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
      * the potential's own placement */
     int placed = sim->ck != NULL;
     if (placed && (rc = metro__resume_positions(sim, err))) goto fail;
-    if (!placed && *metro__param_string(sim->system, "initial")) {
+    if (!placed && initial_file) {
         if ((rc = metro__initial_load(sim, err))) goto fail;
         placed = 1;
+    }
+    if (opt->dry_run) {
+        *out = sim;
+        return METRO_OK;
     }
     if (!placed && (rc = metro__assign_species(sim, err))) goto fail;
     for (int r = 0; r < st->replicas; ++r) {
