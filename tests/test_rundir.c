@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sim.h"
 #include "testutil.h"
 
 static const char *chain_ini =
@@ -217,6 +218,50 @@ START_TEST(refused_run_writes_nothing)
     ck_assert_int_ne(metro_test_clif(&e, "run %s/obs.ini --device cpu --output %s/obs --quiet", dir, dir), 0);
     free(e);
     ck_assert_msg(!exists("obs"), "an observable's refusal left a run directory");
+    cleanup();
+}
+END_TEST
+
+/* The claims themselves: a name is its first section's, a section may
+ * reopen its own, and the core's files are no plugin's. */
+START_TEST(claims_of_files)
+{
+    metro_sim *sim = calloc(1, sizeof *sim);
+    ck_assert_ptr_nonnull(sim);
+    metro_ctx a = {.sim = sim, .section = "observable a"}, b = {.sim = sim, .section = "observable b"};
+    ck_assert_int_eq(metro__output_claim(&a, "x.csv"), 0);
+    ck_assert_int_eq(metro__output_claim(&a, "x.csv"), 0);
+    ck_assert_int_eq(metro__output_claim(&b, "y.csv"), 0);
+    ck_assert_int_eq(metro__output_claim(&b, "x.csv"), -1);
+    ck_assert_msg(strstr(b.err, "'x.csv' is written by [observable a] already"), "%s", b.err);
+    for (const char *const *f = (const char *const[]){"config.ini", "log.txt", "checkpoint.bin", "checkpoint.bin.prev",
+                                                       "gnuplot.log", NULL};
+         *f; ++f) {
+        ck_assert_int_eq(metro__output_claim(&a, *f), -1);
+        ck_assert_msg(strstr(a.err, "is the core's own file"), "%s: %s", *f, a.err);
+    }
+    metro__output_claims_free(sim);
+    free(sim);
+}
+END_TEST
+
+/* Two sections writing one file that the start cannot see (one names the
+ * other's default): whichever comes second is stopped at its first frame,
+ * with both sections named. */
+START_TEST(one_writer_a_file)
+{
+    fresh_dir();
+    char *e;
+    metro_test_write(dir, "t.ini", "[run]\nsweeps = 4\n[system]\nparticles = 8\n[potential]\nplugin = coulomb_hs\n"
+                        "valences = 1,-1\ndiameters = 4\ncell_radius = 30\n[sampler]\nplugin = brush\n"
+                        "[observable t1]\nplugin = trajectory\nformat = xyz\n"
+                        "[observable t2]\nplugin = trajectory\nformat = xyz\nfile = trajectory.xyz\n");
+    ck_assert_int_ne(metro_test_clif(&e, "run %s/t.ini --device cpu --output %s/t --quiet", dir, dir), 0);
+    /* which of the two writer threads comes first is not fixed */
+    ck_assert_msg(strstr(e, "'trajectory.xyz' is written by [observable t1] already") ||
+                      strstr(e, "'trajectory.xyz' is written by [observable t2] already"),
+                  "%s", e);
+    free(e);
     cleanup();
 }
 END_TEST
@@ -478,6 +523,8 @@ int main(void)
     tcase_add_test(tc, second_process_refused);
     tcase_add_test(tc, sizes_refused_up_front);
     tcase_add_test(tc, refused_run_writes_nothing);
+    tcase_add_test(tc, one_writer_a_file);
+    tcase_add_test(tc, claims_of_files);
     tcase_add_test(tc, write_error_leaves_no_result);
     tcase_add_test(tc, stale_temporaries_removed);
     tcase_add_test(tc, sweep_counts_cannot_overflow);

@@ -178,6 +178,7 @@ static int trajectory_path(metro_ctx *ctx, const char *filename, char *path, siz
 {
     if (!filename || !filename[0] || strchr(filename, '/') || filename[0] == '.')
         return h_fail(ctx, "'%s' is not a plain file name", filename ? filename : "");
+    if (metro__output_claim(ctx, filename)) return -1;
     snprintf(path, n, "%s/%s", ctx->sim->dir ? ctx->sim->dir : "", filename);
     return 0;
 }

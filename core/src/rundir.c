@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,6 +271,60 @@ static int out_close(void *cookie)
     return o->error ? -1 : 0;
 }
 
+/* Every file of a run directory has one writer.  Two observables of one
+ * plugin are refused at the start when the parameters that name their
+ * files agree (sim.c); this catches the rest (a name given as the other's
+ * default, a plugin naming a file after the core's) when it is first
+ * opened, before anything is committed. */
+static const char *const core_files[] = {"config.ini", "log.txt", "checkpoint.bin", "checkpoint.bin.prev",
+                                         "gnuplot.log", NULL};
+
+/* trajectories append from their writer threads (observables/trajectory),
+ * one a section, so claims are made under a lock */
+static pthread_mutex_t claims_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int claim_locked(metro_ctx *ctx, const char *filename);
+
+int metro__output_claim(metro_ctx *ctx, const char *filename)
+{
+    pthread_mutex_lock(&claims_lock);
+    const int rc = claim_locked(ctx, filename);
+    pthread_mutex_unlock(&claims_lock);
+    return rc;
+}
+
+static int claim_locked(metro_ctx *ctx, const char *filename)
+{
+    metro_sim *sim = ctx->sim;
+    for (int i = 0; core_files[i]; ++i)
+        if (!strcmp(filename, core_files[i])) {
+            snprintf(ctx->err, sizeof ctx->err, "'%s' is the core's own file in the run directory (config.ini, log.txt, "
+                                                "checkpoint.bin and .prev, gnuplot.log): give another name", filename);
+            return -1;
+        }
+    for (int i = 0; i < sim->nclaims; ++i)
+        if (!strcmp(sim->claims[i], filename)) {
+            if (!strcmp(sim->claim_owner[i], ctx->section)) return 0;
+            snprintf(ctx->err, sizeof ctx->err, "'%s' is written by [%s] already: two sections cannot write one file "
+                                                "(give one of them another file or prefix)", filename, sim->claim_owner[i]);
+            return -1;
+        }
+    sim->claims = metro__xrealloc(sim->claims, sizeof *sim->claims * (size_t)(sim->nclaims + 1));
+    sim->claim_owner = metro__xrealloc(sim->claim_owner, sizeof *sim->claim_owner * (size_t)(sim->nclaims + 1));
+    sim->claims[sim->nclaims] = metro__strdup(filename);
+    sim->claim_owner[sim->nclaims++] = metro__strdup(ctx->section);
+    return 0;
+}
+
+void metro__output_claims_free(metro_sim *sim)
+{
+    for (int i = 0; i < sim->nclaims; ++i) free(sim->claims[i]), free(sim->claim_owner[i]);
+    free(sim->claims);
+    free(sim->claim_owner);
+    sim->claims = sim->claim_owner = NULL;
+    sim->nclaims = 0;
+}
+
 FILE *metro__output_open(metro_ctx *ctx, const char *filename)
 {
     metro_sim *sim = ctx->sim;
@@ -277,6 +332,7 @@ FILE *metro__output_open(metro_ctx *ctx, const char *filename)
         snprintf(ctx->err, sizeof ctx->err, "'%s' is not a plain file name", filename);
         return NULL;
     }
+    if (metro__output_claim(ctx, filename)) return NULL;
     if (!sim->dir) return fopen("/dev/null", "w");
     metro__output *o = metro__xcalloc(1, sizeof *o);
     size_t l = strlen(sim->dir) + strlen(filename) + 8;

@@ -78,6 +78,48 @@ static int valid_section(const char *s)
            !strcmp(s, "sampler") || (!strncmp(s, "observable ", 11) && s[11]);
 }
 
+/* The value of a parameter that names an observable's files (file,
+ * prefix, format: plugin.h), NULL when its plugin has no such parameter. */
+static const char *naming_value(const metro_params *p, const char *key)
+{
+    for (int j = 0; j < p->n; ++j)
+        if (!strcmp(p->decls[j].name, key) &&
+            (p->decls[j].type == METRO_PARAM_STRING || p->decls[j].type == METRO_PARAM_CHOICE))
+            return metro__param_string(p, key);
+    return NULL;
+}
+
+/* Two sections of one observable plugin write the same files when every
+ * parameter that names them agrees (or the plugin has none): refused here,
+ * before anything runs, rather than when the second opens them.  The
+ * run-time claims (rundir.c) catch what this cannot see. */
+static int check_observable_files(metro_sim *sim, metro_error *err)
+{
+    static const char *const keys[] = {"file", "prefix", "format"};
+    for (int j = 1; j < sim->nobs; ++j)
+        for (int i = 0; i < j; ++i) {
+            const metro_ctx *a = &sim->obs[i], *b = &sim->obs[j];
+            if (a->plugin != b->plugin) continue;
+            int differ = 0, named = 0;
+            for (int k = 0; k < 3; ++k) {
+                const char *va = naming_value(a->params, keys[k]), *vb = naming_value(b->params, keys[k]);
+                named |= va != NULL;
+                differ |= va && strcmp(va, vb);
+            }
+            if (!differ && named)
+                return metro__fail(err, METRO_EUSAGE, "%s: [%s]: writes the same files as [%s] (plugin %s, the same "
+                                                      "file, prefix and format): give one of them another file or prefix",
+                                   metro__config_section_where(sim->cfg, b->section), b->section, a->section,
+                                   b->plugin->d->name);
+            if (!differ)
+                return metro__fail(err, METRO_EUSAGE, "%s: [%s]: writes the same files as [%s] (plugin %s names its "
+                                                      "files itself): a run has one section of it",
+                                   metro__config_section_where(sim->cfg, b->section), b->section, a->section,
+                                   b->plugin->d->name);
+        }
+    return METRO_OK;
+}
+
 static int read_config(metro_sim *sim, const metro_options *opt, metro_error *err)
 {
     const char *path = opt->config_path ? opt->config_path : "<text>";
@@ -135,6 +177,7 @@ static int read_config(metro_sim *sim, const metro_options *opt, metro_error *er
                 o->every = v;
         }
     }
+    if (!rc) rc |= check_observable_files(sim, err);
     return rc ? METRO_EUSAGE : METRO_OK;
 }
 
@@ -514,6 +557,7 @@ void metro_sim_destroy(metro_sim *sim)
     free(sim->terms);
     metro__compose_free(sim);
     metro__initial_free(sim);
+    metro__output_claims_free(sim);
     free(sim->facts);
     if (sim->st.d_pos) cudaFree(sim->st.d_pos);
     if (sim->st.d_energy) cudaFree(sim->st.d_energy);

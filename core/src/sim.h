@@ -92,6 +92,9 @@ struct metro_sim {
     char *early_log;              /* lines logged before log.txt exists */
     size_t early_n;
     metro__output *outputs;       /* result files opened, not yet committed */
+    char **claims;                /* the run directory's files the plugins write: */
+    char **claim_owner;           /*   the name and the section writing it (rundir.c) */
+    int nclaims;
     char **plots;                 /* gnuplot scripts to run after the commit */
     int nplots;
     unsigned char *ck;            /* resuming: the checkpoint read and checked */
@@ -157,6 +160,12 @@ void metro__write_resolved(metro_sim *sim, FILE *f);
 int metro__write_atomic(const char *path, const void *data, size_t n, metro_error *err);
 /* host->open_output, and the commit of every file it opened. */
 FILE *metro__output_open(metro_ctx *ctx, const char *filename);
+/* filename is ctx's to write: not the core's own and not another
+ * section's (the first to open or append a name claims it); -1 with the
+ * reason in ctx->err otherwise.  metro__output_open and the trajectories
+ * check through it. */
+int metro__output_claim(metro_ctx *ctx, const char *filename);
+void metro__output_claims_free(metro_sim *sim);
 int metro__outputs_commit(metro_sim *sim, metro_error *err);
 /* host->plot, and running the scripts after the commit. */
 void metro__plot_request(metro_ctx *ctx, const char *script);

@@ -147,7 +147,12 @@ typedef struct metro_host_api {
      * so results are never seen half-written and a failed run leaves the
      * previous results as they were.  Write errors (a full disk, a file
      * size limit) are caught by the core even where fclose() is not
-     * checked. */
+     * checked.  A file has one writer: a name another section (or the
+     * core: config.ini, log.txt, checkpoint.bin) writes is refused.  An
+     * observable whose file names depend on its parameters names those
+     * parameters file, prefix or format: two sections of one plugin that
+     * agree on all of them (or whose plugin has none) are refused before
+     * the run starts. */
     FILE *(*open_output)(metro_ctx *ctx, const char *filename);
     /* The run directory, for messages. */
     const char *(*run_dir)(metro_ctx *ctx);
