@@ -488,6 +488,22 @@ START_TEST(dry_run_creates_nothing)
 }
 END_TEST
 
+/* A dry run refuses what the run would: an observable's own checks in
+ * create() (pair_correlation needs a potential that publishes a cell). */
+START_TEST(dry_run_refuses_what_a_run_refuses)
+{
+    fresh_dir();
+    metro_test_write(dir, "obs.ini", "[run]\nsweeps = 10\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
+                          "[sampler]\nplugin = metropolis\ntemperature = 1\n[observable g]\nplugin = pair_correlation\n");
+    char *e;
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/obs.ini --dry-run --device cpu --output %s/obs", dir, dir), 2);
+    ck_assert_msg(strstr(e, "obs.ini:10: [observable g] pair_correlation (observable) refused its parameters"), "%s", e);
+    free(e);
+    ck_assert_msg(!exists("obs"), "a dry run created its directory");
+    cleanup();
+}
+END_TEST
+
 /* The hierarchical sampler's tree is counted before a run starts (its
  * memory()): at 2^23 ions on the CPU the core's state and coulomb_hs's
  * placement grid come to 0.53 GiB, the tree, its packed leaves, a cycle's
@@ -533,6 +549,7 @@ int main(void)
     tcase_add_test(tc, signal_twice_checkpoints);
     tcase_add_test(tc, dry_run_creates_nothing);
     tcase_add_test(tc, dry_run_counts_the_tree);
+    tcase_add_test(tc, dry_run_refuses_what_a_run_refuses);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

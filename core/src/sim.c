@@ -293,6 +293,20 @@ static int create_plugin(metro_sim *sim, metro_ctx *c, metro_error *err)
     return metro__plugin_failed(c, err, METRO_EUSAGE, "refused its parameters");
 }
 
+/* A dry run's observables: created, so that their own checks (a cell the
+ * potential must publish, a species they name) refuse a config as the run
+ * would, but as on the CPU: on CUDA some look up their kernels in
+ * create(), and a dry run links no device code. */
+static int dry_observables(metro_sim *sim, metro_error *err)
+{
+    const metro_backend backend = sim->setup.backend;
+    sim->setup.backend = METRO_BACKEND_CPU;
+    int rc = METRO_OK;
+    for (int i = 0; i < sim->nobs && !rc; ++i) rc = create_plugin(sim, &sim->obs[i], err);
+    sim->setup.backend = backend;
+    return rc;
+}
+
 /* Cross-checks of the core's own keys that no single range can express. */
 static int check_run_keys(metro_sim *sim, metro_error *err)
 {
@@ -370,6 +384,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
      * seconds and cannot fail on a valid config) */
     const int initial_file = *metro__param_string(sim->system, "initial") != 0;
     if (opt->dry_run && !initial_file) {
+        if ((rc = dry_observables(sim, err))) goto fail;
         *out = sim;
         return METRO_OK;
     }
@@ -392,6 +407,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
         placed = 1;
     }
     if (opt->dry_run) {
+        if ((rc = dry_observables(sim, err))) goto fail;
         *out = sim;
         return METRO_OK;
     }
