@@ -13,12 +13,23 @@
  *     group) in frame 0 only, which every later frame inherits: metro's
  *     reader and gsd's own see them in every frame, and the kills and
  *     resumes above hold with them too;
- *   - damaged or foreign files are refused with a message, never a crash.
+ *   - damaged or foreign files are refused with a message, never a crash;
+ *   - every real read is finite (a NaN passes the checks made with it
+ *     later), positions within float's range, in both formats; an XYZ
+ *     line may have any number of columns; a frame cut short, a
+ *     directory, a pipe, a GSD file named .xyz (or text named .gsd) are
+ *     refused saying so, and no message quotes a file's raw bytes;
+ *   - a GSD file made by hand (gsd_file): a name list longer than 128
+ *     names, chunks of no value or of the wrong shape, an index out of
+ *     frame order, integers beyond what they are read into.
  */
 #define _GNU_SOURCE
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -300,6 +311,338 @@ START_TEST(bad_files)
 }
 END_TEST
 
+/* metro__frames_read(name) in dir refuses, naming the file, with each of
+ * want in the message, and no byte of it but printable ASCII. */
+static void read_refused(const char *name, const char *const *want)
+{
+    char p[256], err[4096];
+    metro__frame_in in;
+    path_of(p, sizeof p, name);
+    ck_assert_msg(metro__frames_read(p, -1, &in, err, sizeof err) != 0, "%s was accepted", name);
+    ck_assert_msg(strstr(err, p), "%s: no file in '%s'", name, err);
+    for (int k = 0; want[k]; ++k) ck_assert_msg(strstr(err, want[k]), "%s: '%s' not in '%s'", name, want[k], err);
+    for (const char *c = err; *c; ++c)
+        ck_assert_msg(*c >= 0x20 && *c < 0x7f, "%s: byte 0x%02x in the message '%s'", name, (unsigned char)*c, err);
+}
+
+static void put(const char *name, const char *content, size_t n)
+{
+    char p[256];
+    path_of(p, sizeof p, name);
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fwrite(content, 1, n, f), n);
+    fclose(f);
+}
+
+#define W(...) ((const char *const[]){__VA_ARGS__, NULL})
+#define PUT(name, text) put(name, text, strlen(text))
+
+START_TEST(xyz_values)
+{
+    char p[256], err[4096];
+    metro__frame_in in;
+    /* NaN and inf charges (strtod reads them) */
+    PUT("q_nan.xyz", "2\nProperties=species:S:1:pos:R:3:charge:R:1\nA 0 0 0 1\nB 1 0 0 nan\n");
+    read_refused("q_nan.xyz", W("q_nan.xyz:4: particle 1: charge 'nan' is not a finite number"));
+    PUT("q_inf.xyz", "1\nProperties=species:S:1:pos:R:3:charge:R:1\nA 0 0 0 -inf\n");
+    read_refused("q_inf.xyz", W("q_inf.xyz:3: particle 0: charge '-inf' is not a finite number"));
+    /* finite as a double, not as the float a position is */
+    PUT("big.xyz", "1\nProperties=species:S:1:pos:R:3\nA 0 1e300 0\n");
+    read_refused("big.xyz", W("big.xyz:3: particle 0: coordinate '1e300' is not a finite number in single precision"));
+
+    /* 75 columns: the ones metro reads found wherever they are */
+    char *text = NULL;
+    size_t n = 0;
+    FILE *m = open_memstream(&text, &n);
+    fprintf(m, "2\nProperties=species:S:1:pos:R:3:junk:R:70:charge:R:1\n");
+    for (int i = 0; i < 2; ++i) {
+        fprintf(m, "%s %d 2 3", i ? "Cl" : "Na", i);
+        for (int k = 0; k < 70; ++k) fprintf(m, " %d", k);
+        fprintf(m, " %d\n", i ? -1 : 1);
+    }
+    fclose(m);
+    put("wide.xyz", text, n);
+    free(text);
+    path_of(p, sizeof p, "wide.xyz");
+    ck_assert_msg(metro__frames_read(p, -1, &in, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(in.particles, 2);
+    ck_assert(in.xyz[3] == 1 && in.xyz[4] == 2 && in.xyz[5] == 3);
+    ck_assert(in.charge[0] == 1 && in.charge[1] == -1);
+    ck_assert_str_eq(in.names[in.type[1]], "Cl");
+    metro__frame_in_free(&in);
+
+    /* a Properties spec longer than any fixed buffer, pos at its end */
+    m = open_memstream(&text, &n);
+    fprintf(m, "1\nProperties=species:S:1");
+    for (int k = 0; k < 300; ++k) fprintf(m, ":column_%03d:R:1", k);
+    fprintf(m, ":pos:R:3\nA");
+    for (int k = 0; k < 300; ++k) fprintf(m, " 9");
+    fprintf(m, " 4 5 6\n");
+    fclose(m);
+    put("long_spec.xyz", text, n);
+    free(text);
+    path_of(p, sizeof p, "long_spec.xyz");
+    ck_assert_msg(metro__frames_read(p, -1, &in, err, sizeof err) == 0, "%s", err);
+    ck_assert(in.xyz[0] == 4 && in.xyz[1] == 5 && in.xyz[2] == 6);
+    metro__frame_in_free(&in);
+
+    /* a plain XYZ comment is any text, the word Properties included */
+    PUT("plain.xyz", "1\nProperties of a salt, from somewhere\nNa 1 2 3\n");
+    path_of(p, sizeof p, "plain.xyz");
+    ck_assert_msg(metro__frames_read(p, -1, &in, err, sizeof err) == 0, "%s", err);
+    ck_assert(in.xyz[0] == 1 && in.xyz[2] == 3);
+    metro__frame_in_free(&in);
+
+    /* counts beyond an int (atoi's overflow), types no extended XYZ has */
+    PUT("count_big.xyz", "1\nProperties=species:S:1:pos:R:3:junk:R:99999999999\nA 0 0 0\n");
+    read_refused("count_big.xyz", W("count_big.xyz:2 (frame 0)", "junk: count '99999999999'", "allowed: 1 to 1000000"));
+    PUT("type.xyz", "1\nProperties=species:S:1:pos:Q:3\nA 0 0 0\n");
+    read_refused("type.xyz", W("column pos has type 'Q' (allowed: S, R, I, L)"));
+    /* a sweep beyond long long is not recorded (atoll's overflow) */
+    PUT("sweep.xyz", "1\nProperties=species:S:1:pos:R:3 sweep=99999999999999999999999\nA 0 0 0\n");
+    path_of(p, sizeof p, "sweep.xyz");
+    ck_assert_msg(metro__frames_read(p, -1, &in, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(in.step, -1);
+    metro__frame_in_free(&in);
+}
+END_TEST
+
+START_TEST(xyz_frames_cut_short)
+{
+    /* a count line the file does not hold the lines of: why, and where */
+    PUT("more.xyz", "3\nProperties=species:S:1:pos:R:3\nA 0 0 0\nA 1 0 0\n");
+    read_refused("more.xyz", W("more.xyz:1: holds no complete frame", "the count line says 3 particles",
+                               "the file ends after 2 particle lines, at line 4"));
+    PUT("huge_count.xyz", "2000000000\nProperties=species:S:1:pos:R:3\nA 0 0 0\n");
+    read_refused("huge_count.xyz", W("says 2000000000 particles", "ends after 1 particle line, at line 3"));
+    PUT("count_only.xyz", "\n5\n");
+    read_refused("count_only.xyz", W("count_only.xyz:2:", "says 5 particles", "ends right after it"));
+    PUT("blank.xyz", "\n \n");
+    read_refused("blank.xyz", W("holds no complete frame (only blank lines)"));
+    PUT("empty.xyz", "");
+    read_refused("empty.xyz", W("holds no complete frame (it is empty)"));
+    /* lines after a frame's count: the count is named with the line */
+    PUT("fewer.xyz", "1\n\nA 0 0 0\nA 1 0 0\n");
+    read_refused("fewer.xyz", W("fewer.xyz:4: expected the particle count of frame 1 after the 1 particles of frame 0 "
+                                "(count on line 1), found 'A 1 0 0'"));
+}
+END_TEST
+
+START_TEST(not_xyz_not_gsd)
+{
+    char p[256];
+    /* a directory */
+    path_of(p, sizeof p, "dir.xyz");
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    read_refused("dir.xyz", W("is a directory"));
+    path_of(p, sizeof p, "dir.gsd");
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    read_refused("dir.gsd", W("is a directory"));
+    /* a GSD file named .xyz: said, its bytes not quoted */
+    path_of(p, sizeof p, "g.gsd");
+    metro_frame_mark mark = {0};
+    write_frames(p, 0, 1, 1, &mark);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "cp %s/g.gsd %s/g.xyz", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    read_refused("g.xyz", W("is a GSD file", "name it .gsd"));
+    /* binary bytes in a count line are shown escaped */
+    put("bin.xyz", "7\x01\x1b[2J\xff\n", 9);
+    read_refused("bin.xyz",
+                 W("bin.xyz:1: expected the particle count of frame 0", "'7\\x01\\x1b[2J\\xff'", "not a line of text"));
+    put("nul.xyz", "2\0003\n", 4);
+    read_refused("nul.xyz", W("'2\\x003'"));
+    PUT("bad_name.xyz", "1\nProperties=species:S:1:po\x07s:R:3\nA 0 0 0\n");
+    read_refused("bad_name.xyz", W("Properties=species:S:1:po\\x07s:R:3 has no pos:R:3"));
+    /* an XYZ file named .gsd: a hint */
+    PUT("t.gsd", "1\nProperties=species:S:1:pos:R:3\nA 0 0 0\n");
+    read_refused("t.gsd", W("not a GSD file", "looks like an extended XYZ file", "name it .xyz"));
+    /* a pipe: no open (it would wait for a writer), no two passes */
+    path_of(p, sizeof p, "pipe.xyz");
+    ck_assert_int_eq(mkfifo(p, 0644), 0);
+    read_refused("pipe.xyz", W("is not a regular file but a pipe"));
+}
+END_TEST
+
+/* ---- GSD files made by hand ------------------------------------------------ */
+
+typedef struct raw_chunk {
+    const char *name;
+    uint8_t type; /* 1 uint8 ... 9 float, 10 double */
+    uint64_t N;
+    uint32_t M;
+    const void *data;
+    uint64_t frame;
+} raw_chunk;
+
+static size_t raw_size(uint8_t t)
+{
+    static const size_t s[] = {0, 1, 2, 4, 8, 1, 2, 4, 8, 4, 8};
+    return s[t];
+}
+
+/* A GSD 2.0 file of chunks c[0..nc) (entries in this order), its name list
+ * `pad` made-up names and then the chunks' names. */
+static void gsd_file(const char *name, const raw_chunk *c, int nc, int pad)
+{
+    char p[256];
+    path_of(p, sizeof p, name);
+    char *names = NULL;
+    size_t nn = 0;
+    FILE *nm = open_memstream(&names, &nn);
+    int ids[64];
+    const char *seen[64];
+    int nseen = 0;
+    for (int k = 0; k < pad; ++k) fprintf(nm, "log/quantity_%d%c", k, 0);
+    for (int i = 0; i < nc; ++i) {
+        int j = 0;
+        while (j < nseen && strcmp(seen[j], c[i].name)) ++j;
+        if (j == nseen) {
+            seen[nseen++] = c[i].name;
+            fprintf(nm, "%s%c", c[i].name, 0);
+        }
+        ids[i] = pad + j;
+    }
+    fclose(nm);
+    size_t nlb = (nn + 1 + 63) / 64 * 64;
+    uint64_t idx_at = 256, entries = (uint64_t)nc + 1, nl_at = idx_at + 32 * entries, data_at = nl_at + nlb;
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    unsigned char h[256] = {0};
+    uint64_t hv[5] = {0x65DF65DF65DF65DFull, idx_at, entries, nl_at, nlb / 64};
+    memcpy(h, hv, sizeof hv);
+    uint32_t ver[2] = {(1u << 16) | 4u, 2u << 16};
+    memcpy(h + 40, ver, sizeof ver);
+    memcpy(h + 48, "test", 4);
+    memcpy(h + 112, "hoomd", 5);
+    fwrite(h, 1, 256, f);
+    uint64_t at = data_at;
+    for (int i = 0; i < nc; ++i) {
+        unsigned char e[32] = {0};
+        int64_t loc = (int64_t)at;
+        uint16_t id = (uint16_t)ids[i];
+        memcpy(e, &c[i].frame, 8);
+        memcpy(e + 8, &c[i].N, 8);
+        memcpy(e + 16, &loc, 8);
+        memcpy(e + 24, &c[i].M, 4);
+        memcpy(e + 28, &id, 2);
+        e[30] = c[i].type;
+        fwrite(e, 1, 32, f);
+        at += c[i].N * c[i].M * raw_size(c[i].type);
+    }
+    unsigned char zero[64] = {0};
+    fwrite(zero, 1, 32, f);
+    fwrite(names, 1, nn, f);
+    fwrite(zero, 1, nlb - nn, f);
+    for (int i = 0; i < nc; ++i) fwrite(c[i].data, raw_size(c[i].type), c[i].N * c[i].M, f);
+    fclose(f);
+    free(names);
+}
+
+enum { U8 = 1, U32 = 3, U64 = 4, I8 = 5, F32 = 9, F64 = 10 };
+
+START_TEST(gsd_values)
+{
+    char p[256], err[4096];
+    metro__frame_in in;
+    static const uint32_t two = 2, zero = 0;
+    static const float pos2[6] = {0, 0, 0, 1, 2, 3};
+    static const char types[2][2] = {"A", "B"};
+    static const uint32_t tid[2] = {0, 1};
+    /* the frame as gsd.hoomd writes it, after 200 logged names: read */
+    raw_chunk c[] = {{"particles/N", U32, 1, 1, &two, 0},   {"particles/types", I8, 2, 2, types, 0},
+                     {"particles/typeid", U32, 2, 1, tid, 0}, {"particles/position", F32, 2, 3, pos2, 0},
+                     {"particles/charge", F32, 2, 1, (float[]){1, -1}, 0}, {"particles/diameter", F32, 2, 1, (float[]){1, 2}, 0}};
+    gsd_file("ok.gsd", c, 6, 200);
+    path_of(p, sizeof p, "ok.gsd");
+    ck_assert_msg(metro__frames_read(p, -1, &in, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(in.particles, 2);
+    ck_assert(in.xyz[5] == 3 && in.charge[1] == -1 && in.diameter[1] == 2);
+    ck_assert_str_eq(in.names[in.type[1]], "B");
+    metro__frame_in_free(&in);
+
+    /* NaN and inf: positions, charges, diameters */
+    const float qnan = NAN, inf = INFINITY;
+    raw_chunk b[6];
+    memcpy(b, c, sizeof b);
+    b[3].data = (float[]){0, 0, 0, 1, qnan, 3};
+    gsd_file("pos_nan.gsd", b, 6, 0);
+    read_refused("pos_nan.gsd", W("frame 0: particle 1: particles/position has y = nan, not a finite number"));
+    b[3].data = (float[]){0, 0, -inf, 1, 2, 3};
+    gsd_file("pos_inf.gsd", b, 6, 0);
+    read_refused("pos_inf.gsd", W("frame 0: particle 0: particles/position has z = -inf, not a finite number"));
+    b[3] = (raw_chunk){"particles/position", F64, 2, 3, (double[]){0, 0, 0, 1e300, 2, 3}, 0};
+    gsd_file("pos_big.gsd", b, 6, 0);
+    read_refused("pos_big.gsd", W("particle 1: particles/position has x = 1e+300, not a finite number in single precision"));
+    memcpy(b, c, sizeof b);
+    b[4].data = (float[]){qnan, -1};
+    gsd_file("q_nan.gsd", b, 6, 0);
+    read_refused("q_nan.gsd", W("frame 0: particle 0: particles/charge is nan, not a finite number"));
+    memcpy(b, c, sizeof b);
+    b[5].data = (float[]){1, inf};
+    gsd_file("d_inf.gsd", b, 6, 0);
+    read_refused("d_inf.gsd", W("frame 0: particle 1: particles/diameter is inf, not a finite number"));
+
+    /* shapes: a particles/N of no value (read past its end before), of
+     * no whole number; a charge of the wrong length in the frame itself
+     * (ignored before); a typeid of no whole number; types not text */
+    memcpy(b, c, sizeof b);
+    b[0] = (raw_chunk){"particles/N", U32, 0, 1, &zero, 0};
+    gsd_file("n_none.gsd", b, 6, 0);
+    read_refused("n_none.gsd", W("frame 0: chunk particles/N holds no value (0 x 1; allowed: one value)"));
+    b[0] = (raw_chunk){"particles/N", F32, 1, 1, (float[]){2.5f}, 0};
+    gsd_file("n_half.gsd", b, 6, 0);
+    read_refused("n_half.gsd", W("frame 0: particles/N = 2.5 (allowed: a whole number"));
+    memcpy(b, c, sizeof b);
+    b[4] = (raw_chunk){"particles/charge", F32, 3, 1, (float[]){1, -1, 0}, 0};
+    gsd_file("q_long.gsd", b, 6, 0);
+    read_refused("q_long.gsd", W("frame 0: particles/charge is 3 x 1 values, not one for each of the 2 particles"));
+    memcpy(b, c, sizeof b);
+    b[2] = (raw_chunk){"particles/typeid", F32, 2, 1, (float[]){0, 0.5f}, 0};
+    gsd_file("tid_half.gsd", b, 6, 0);
+    read_refused("tid_half.gsd", W("frame 0: particle 1 has typeid 0.5"));
+    memcpy(b, c, sizeof b);
+    b[1] = (raw_chunk){"particles/types", F32, 2, 1, (float[]){0, 1}, 0};
+    gsd_file("types_float.gsd", b, 6, 0);
+    read_refused("types_float.gsd", W("frame 0: particles/types is type 9, 2 x 1 (allowed: 1 to 65536 names"));
+
+    /* an index out of frame order: the last entry does not count the
+     * frames */
+    raw_chunk o[] = {{"particles/N", U32, 1, 1, &two, 0}, {"particles/position", F32, 2, 3, pos2, 0},
+                     {"particles/N", U32, 1, 1, &two, 5}, {"particles/position", F32, 2, 3, pos2, 1}};
+    gsd_file("order.gsd", o, 4, 0);
+    read_refused("order.gsd", W("damaged GSD file (index entry 3 names frame 1, after frame 5)"));
+
+    /* integers beyond what they are read into: a bond's particle (UB as a
+     * long long before), a step (not recorded) */
+    static const uint64_t big_group[2] = {0, UINT64_MAX};
+    static const uint64_t big_step = UINT64_MAX;
+    raw_chunk g[] = {{"configuration/step", U64, 1, 1, &big_step, 0}, {"particles/N", U32, 1, 1, &two, 0},
+                     {"particles/position", F32, 2, 3, pos2, 0},        {"bonds/N", U32, 1, 1, (uint32_t[]){1}, 0},
+                     {"bonds/group", U64, 1, 2, big_group, 0}};
+    gsd_file("bond_big.gsd", g, 5, 0);
+    read_refused("bond_big.gsd", W("frame 0: bond 0 joins particle 18446744073709551616, but the frame has 2 particles"));
+    gsd_file("step_big.gsd", g, 3, 0);
+    path_of(p, sizeof p, "step_big.gsd");
+    ck_assert_msg(metro__frames_read(p, -1, &in, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(in.step, -1);
+    metro__frame_in_free(&in);
+
+    /* a frame whose N differs from frame 0's takes the schema's defaults
+     * for what only frame 0 has, as gsd.hoomd reads it */
+    raw_chunk d[] = {{"particles/N", U32, 1, 1, &two, 0}, {"particles/position", F32, 2, 3, pos2, 0},
+                     {"particles/charge", F32, 2, 1, (float[]){1, -1}, 0}, {"particles/N", U32, 1, 1, (uint32_t[]){1}, 1},
+                     {"particles/position", F32, 1, 3, pos2, 1}};
+    gsd_file("n_changes.gsd", d, 5, 0);
+    path_of(p, sizeof p, "n_changes.gsd");
+    ck_assert_msg(metro__frames_read(p, 1, &in, err, sizeof err) == 0, "%s", err);
+    ck_assert_int_eq(in.particles, 1);
+    ck_assert_ptr_null(in.charge);
+    metro__frame_in_free(&in);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("frames");
@@ -310,6 +653,10 @@ int main(void)
     tcase_add_test(tc, kills_leave_whole_frames);
     tcase_add_test(tc, bonds);
     tcase_add_test(tc, bad_files);
+    tcase_add_test(tc, xyz_values);
+    tcase_add_test(tc, xyz_frames_cut_short);
+    tcase_add_test(tc, not_xyz_not_gsd);
+    tcase_add_test(tc, gsd_values);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

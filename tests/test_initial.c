@@ -8,7 +8,8 @@
  *     particle, with exit status 2 and no run directory: wrong particle
  *     count, unknown species, wrong species counts, wrong charge, a
  *     particle outside the cell, overlapping hard cores, an overstretched
- *     bond, a missing file, a frame that does not exist;
+ *     bond, a missing file, a frame that does not exist, a NaN charge, a
+ *     frame cut short (saying why), a directory;
  *   - the system from the file: a composed system (lj_fene on the
  *     monomers, coulomb_hs on all) writes its bonds into its GSD
  *     trajectory (read back by metro's reader and by gsd's); a run whose
@@ -19,7 +20,9 @@
  *     are not index neighbours, a chain after a free particle, particles
  *     of one type with different charges, [system] species or chains that
  *     differ from the file's, an XYZ file where the species must come
- *     from the file;
+ *     from the file, a NaN charge, diameter or position in a GSD file
+ *     (which compare as no difference), with more particles than the
+ *     direct energy check takes too;
  *   - [system] numbering = space: the placement renumbered along a curve
  *     (the same particles and energy, index neighbours close, chains kept),
  *     and refused with a file.
@@ -195,6 +198,13 @@ START_TEST(refusals)
     refused(chain3, NULL, "", W("cannot be read"));
     refused(chain3, "3\n\nC 0 0 0\nC 0.7 0 0\nC 1.4 0 0\n", "initial_frame = 1\n",
             W("initial_frame 1 does not exist: the file holds 1 frames"));
+    /* a NaN charge passed the comparison with the valence (accepted, exit 0) */
+    refused(ions4, XYZ4("Na 0 0 0 1", "Cl 3 0 0 nan", "Na 0 3 0 1", "Cl 0 0 3 -1"), "",
+            W("start.xyz:4: particle 1: charge 'nan' is not a finite number"));
+    refused(chain3, "4\n\nC 0 0 0\nC 0.7 0 0\nC 1.4 0 0\n", "",
+            W("start.xyz:1: holds no complete frame", "the count line says 4 particles",
+              "the file ends after 3 particle lines, at line 5"));
+    refused_file(chain3, tmp, "", W("is a directory"));
 }
 END_TEST
 
@@ -394,9 +404,50 @@ START_TEST(system_from_the_file_refused)
     refused_file(composed_bare, f, extra, W("frame 0 of 1", "particle 0 (species m) has charge -1", "valence -2"));
     snprintf(extra, sizeof extra, "species = m, c\ncounts = 4, 4\ndiameters = 0.5, 0.6\nchain_species = m\ncharges = -1, 1\n");
     refused_file(composed_bare, f, extra, W("frame 0 of 1", "particle 4 (species c) has diameter 0.5", "c diameter 0.6"));
+    /* NaN values: no comparison with them fails, so the reader refuses
+     * them, the species declared or taken from the file */
+    const float qnan = NAN;
+    snprintf(extra, sizeof extra, "%scharges = -1, 1\nchains = 4\n", decl);
+    write_start(f, sizeof f);
+    patch(f, "particles/charge", 6, &qnan);
+    refused_file(composed_bare, f, extra, W("frame 0: particle 6: particles/charge is nan, not a finite number"));
+    refused_file(composed_bare, f, "", W("frame 0: particle 6: particles/charge is nan, not a finite number"));
+    write_start(f, sizeof f);
+    patch(f, "particles/diameter", 2, &qnan);
+    refused_file(composed_bare, f, extra, W("frame 0: particle 2: particles/diameter is nan, not a finite number"));
+    write_start(f, sizeof f);
+    patch(f, "particles/position", 3 * 5 + 1, &qnan);
+    refused_file(composed_bare, f, extra, W("frame 0: particle 5: particles/position has y = nan, not a finite number"));
     /* XYZ has no diameters: a composed system's species cannot come from it */
     refused(composed_bare, "2\nProperties=species:S:1:pos:R:3\nm 0 0 0\nc 2 0 0\n", "",
             W("an XYZ file has no diameters: declare the species in [system]"));
+}
+END_TEST
+
+/* More particles than INITIAL_DIRECT_MAX (initial.c), so no direct sum
+ * catches what the checks before it let through: a NaN position went as
+ * far as the run (exit 1, "energy nan"). */
+START_TEST(big_nan_position)
+{
+    enum { BIG = 6000 };
+    static metro_species sp[2] = {{"Na", 1, 4, BIG / 2}, {"Cl", -1, 4, BIG / 2}};
+    metro_float4 *p = malloc(sizeof *p * BIG);
+    int i = 0;
+    for (int a = -12; a <= 12 && i < BIG; ++a)
+        for (int b = -12; b <= 12 && i < BIG; ++b)
+            for (int c = -12; c <= 12 && i < BIG; ++c, ++i) p[i] = metro_f4(4.5f * a, 4.5f * b, 4.5f * c, (float)(i % 2));
+    metro_frame fr = {.particles = BIG, .pos = p, .species = 2, .species_table = sp, .cell_radius = 120};
+    char file[256], err[4096];
+    snprintf(file, sizeof file, "%s/big.gsd", tmp);
+    metro_frame_mark m = {0};
+    ck_assert_msg(metro__frames_append(file, &fr, &m, err, sizeof err) == 0, "%s", err);
+    free(p);
+    const float qnan = NAN;
+    patch(file, "particles/position", 3 * 10, &qnan);
+    static const char *big =
+        "[run]\nsweeps = 1\n[potential]\nplugin = coulomb_hs\nvalences = 1, -1\ndiameters = 4\ncell_radius = 120\n"
+        "bjerrum = 7.117\nnames = Na, Cl\n[sampler]\nplugin = brush\n[system]\nparticles = 6000\n";
+    refused_file(big, file, "", W("frame 0: particle 10: particles/position has x = nan, not a finite number"));
 }
 END_TEST
 
@@ -488,6 +539,7 @@ int main(void)
     tcase_add_test(tc, refusals);
     tcase_add_test(tc, system_from_the_file);
     tcase_add_test(tc, system_from_the_file_refused);
+    tcase_add_test(tc, big_nan_position);
     tcase_add_test(tc, numbering_space);
     suite_add_tcase(s, tc);
     return metro_test_main(s);

@@ -32,8 +32,10 @@ int metro__frames_truncate(const char *path, const metro_frame_mark *mark, char 
 /* One frame read back.  type[i] indexes names (the file's own species
  * names: GSD particles/types, XYZ the metro_species column, else the
  * species column); charge and diameter are NULL when the file has none.
- * GSD bonds (bonds/group, as the file has them: nothing is checked but
- * that they are integers) where bonds/N > 0; bond types are not read. */
+ * Every real is finite, positions within float's range.  GSD bonds
+ * (bonds/group, as the file has them: nothing is checked but that they
+ * are integers) where bonds/N > 0; bond types are not read.  Names are
+ * the file's bytes: show them with metro__frames_shown. */
 typedef struct metro__frame_in {
     long index;            /* which frame (0 = first) */
     long frames;           /* complete frames in the file */
@@ -57,6 +59,9 @@ typedef struct metro__frame_in {
  * message naming the file (and frame, line or chunk) in err. */
 int metro__frames_read(const char *path, long want, metro__frame_in *out, char *err, size_t nerr);
 void metro__frame_in_free(metro__frame_in *f);
+/* s fit for a message (a file's bytes may be binary or control codes):
+ * printable ASCII as is, other bytes as \xNN, cut with "..." to n. */
+const char *metro__frames_shown(const char *s, char *out, size_t n);
 
 /* Tests only: make an append stop the process midway (see frames.c). */
 extern int metro__frames_test_stop;

@@ -79,9 +79,10 @@ static int check_overlaps(metro_sim *sim, const metro_float4 *pos, int n, const 
     long m[3];
     long mcap = (long)cbrt(8.0 * n) + 1;
     for (int k = 0; k < 3; ++k) {
-        m[k] = (long)floor((hi[k] - lo[k]) / dmax);
-        if (m[k] > mcap) m[k] = mcap;
-        if (m[k] < 1) m[k] = 1;
+        /* capped before the conversion: a wide spread over a tiny diameter
+         * exceeds any long */
+        double w = floor((hi[k] - lo[k]) / dmax);
+        m[k] = w >= (double)mcap ? mcap : w >= 1 ? (long)w : 1;
     }
     size_t ncell = (size_t)m[0] * (size_t)m[1] * (size_t)m[2];
     int *head = malloc(ncell * sizeof *head), *next = malloc((size_t)n * sizeof *next);
@@ -255,10 +256,11 @@ int metro__initial_species(metro_sim *sim, int composed, metro_error *err)
         return metro__fail(err, METRO_EUSAGE, "%s: particles/types names %d types, metro holds at most %d species", w.prefix,
                            f->ntypes, METRO_MAX_SPECIES);
     for (int t = 0; t < f->ntypes; ++t) {
+        char nm[300];
         if (!species_name_ok(f->names[t]))
             return metro__fail(err, METRO_EUSAGE, "%s: particles/types: '%s' is not a species name (1 to %zu of letters, "
                                                   "digits, _ + - .)",
-                               w.prefix, f->names[t], sizeof su->species_table[0].name - 1);
+                               w.prefix, metro__frames_shown(f->names[t], nm, sizeof nm), sizeof su->species_table[0].name - 1);
         for (int u = 0; u < t; ++u)
             if (!strcmp(f->names[u], f->names[t]))
                 return metro__fail(err, METRO_EUSAGE, "%s: particles/types: '%s' is named twice", w.prefix, f->names[t]);
@@ -278,6 +280,11 @@ int metro__initial_species(metro_sim *sim, int composed, metro_error *err)
         int t = f->type[i];
         metro_species *sp = &su->species_table[t];
         double q = f->charge ? f->charge[i] : 0.0, d = f->diameter ? f->diameter[i] : 1.0;
+        /* before the comparisons, which a NaN would pass */
+        if (!(d >= 0) || !isfinite(d) || !isfinite(q))
+            return metro__fail(err, METRO_EUSAGE, "%s: particle %d (type %s) has charge %g and diameter %g (allowed: finite, "
+                                                  "the diameter 0 or more)",
+                               w.prefix, i, sp->name, q, d);
         if (first[t] < 0) {
             first[t] = i;
             sp->charge = q;
@@ -291,9 +298,6 @@ int metro__initial_species(metro_sim *sim, int composed, metro_error *err)
                                w.prefix, i, sp->name, qd ? "charge" : "diameter", qd ? q : d, first[t],
                                qd ? sp->charge : sp->diameter);
         }
-        if (!(d >= 0) || !isfinite(d) || !isfinite(q))
-            return metro__fail(err, METRO_EUSAGE, "%s: particle %d (type %s) has charge %g and diameter %g", w.prefix, i,
-                               sp->name, q, d);
         sp->count++;
     }
     su->species = f->ntypes;
@@ -473,24 +477,26 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
         for (int i = 0; i < n; ++i) {
             int k = map[f.type[i]];
             if (k < 0) {
-                char names[METRO_MAX_SPECIES * 20] = "";
+                char names[METRO_MAX_SPECIES * 20] = "", nm[300];
                 for (int j = 0; j < s->species; ++j)
                     snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", s->species_table[j].name);
                 rc = metro__fail(err, METRO_EUSAGE,
                                  "%s: particle %d has species '%s', which is not one of the potential's (%s): name the "
                                  "species alike in the file and in [potential] (coulomb_hs: names = ...)",
-                                 w.prefix, i, f.names[f.type[i]], names);
+                                 w.prefix, i, metro__frames_shown(f.names[f.type[i]], nm, sizeof nm), names);
                 goto done;
             }
             count[k]++;
+            /* "not within", so that a NaN (the reader refuses them) would
+             * be refused here too */
             double z = s->species_table[k].charge;
-            if (f.charge && fabs(f.charge[i] - z) > 1e-6 * fmax(1.0, fabs(z))) {
+            if (f.charge && !(fabs(f.charge[i] - z) <= 1e-6 * fmax(1.0, fabs(z)))) {
                 rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (species %s) has charge %g, but the potential gives %s valence %g",
                                  w.prefix, i, s->species_table[k].name, f.charge[i], s->species_table[k].name, z);
                 goto done;
             }
             double d = s->species_table[k].diameter;
-            if (f.diameter && fabs(f.diameter[i] - d) > 1e-6 * fmax(1.0, d)) {
+            if (f.diameter && !(fabs(f.diameter[i] - d) <= 1e-6 * fmax(1.0, d))) {
                 rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (species %s) has diameter %g, but the system gives %s "
                                                     "diameter %g",
                                  w.prefix, i, s->species_table[k].name, f.diameter[i], s->species_table[k].name, d);
