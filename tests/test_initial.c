@@ -197,7 +197,7 @@ START_TEST(refusals)
             W("frame 0 of 1", "bond between particles 1 and 2 is overstretched", "1.2"));
     refused(chain3, NULL, "", W("cannot be read"));
     refused(chain3, "3\n\nC 0 0 0\nC 0.7 0 0\nC 1.4 0 0\n", "initial_frame = 1\n",
-            W("initial_frame 1 does not exist: the file holds 1 frames"));
+            W("[system] initial_frame: ", "initial_frame 1 does not exist: the file holds 1 frames"));
     /* a NaN charge passed the comparison with the valence (accepted, exit 0) */
     refused(ions4, XYZ4("Na 0 0 0 1", "Cl 3 0 0 nan", "Na 0 3 0 1", "Cl 0 0 3 -1"), "",
             W("start.xyz:4: particle 1: charge 'nan' is not a finite number"));

@@ -907,7 +907,10 @@ static int gsd_read(const char *path, long want, metro__frame_in *out, char *err
         goto done;
     }
     long f = pick(path, want, frames, err, nerr);
-    if (f < 0) goto done;
+    if (f < 0) {
+        rc = METRO__FRAMES_NO_FRAME;
+        goto done;
+    }
     out->index = f;
     out->frames = frames;
     const gsd_entry *eN = gsd_find(&g, (uint64_t)f, "particles/N"), *ep = gsd_find(&g, (uint64_t)f, "particles/position");
@@ -1212,7 +1215,10 @@ static int xyz_read(const char *path, long want, metro__frame_in *out, char *err
         goto done;
     }
     long fi = pick(path, want, nfr, err, nerr);
-    if (fi < 0) goto done;
+    if (fi < 0) {
+        rc = METRO__FRAMES_NO_FRAME;
+        goto done;
+    }
     out->index = fi;
     out->frames = nfr;
     out->step = -1;

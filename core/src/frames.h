@@ -58,6 +58,9 @@ typedef struct metro__frame_in {
  * GSD or extended XYZ by extension or else by content.  0, or -1 with a
  * message naming the file (and frame, line or chunk) in err. */
 int metro__frames_read(const char *path, long want, metro__frame_in *out, char *err, size_t nerr);
+/* metro__frames_read's status when the file is readable but has no frame
+ * want (so that the message can name the key that asked for it) */
+#define METRO__FRAMES_NO_FRAME (-2)
 void metro__frame_in_free(metro__frame_in *f);
 /* s fit for a message (a file's bytes may be binary or control codes):
  * printable ASCII as is, other bytes as \xNN, cut with "..." to n. */

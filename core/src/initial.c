@@ -149,16 +149,18 @@ static void map_species(const metro_setup *s, const metro__frame_in *f, int *map
     }
 }
 
-/* "config.ini:12: [system] initial", or the --set that gave it. */
+/* "config.ini:12: [system] initial", or the --set that gave it
+ * ("--set #1 system.initial=a.gsd: [system] initial"), for name = initial
+ * or initial_frame. */
+static void system_key(metro_sim *sim, const char *name, char *key, size_t n)
+{
+    metro__entry *e = metro__config_find(sim->cfg, "system", name);
+    snprintf(key, n, "%s: [system] %s", e ? e->where : metro__config_section_where(sim->cfg, "system"), name);
+}
+
 static void initial_key(metro_sim *sim, char *key, size_t n)
 {
-    metro__entry *e = metro__config_find(sim->cfg, "system", "initial");
-    if (e && !strcmp(e->file, "--set"))
-        snprintf(key, n, "--set #%d: [system] initial", e->line);
-    else if (e)
-        snprintf(key, n, "%s:%d: [system] initial", e->file, e->line);
-    else
-        snprintf(key, n, "%s: [system] initial", sim->cfg->path);
+    system_key(sim, "initial", key, n);
 }
 
 /* "KEY: FILE: frame F of N", the prefix of every message about the frame. */
@@ -181,11 +183,11 @@ static int take_frame(metro_sim *sim, metro__frame_in *f, metro_error *err)
         return METRO_OK;
     }
     char key[4300], msg[4096];
-    initial_key(sim, key, sizeof key);
-    if (metro__frames_read(metro__param_string(sim->system, "initial"), metro__param_int(sim->system, "initial_frame"), f,
-                           msg, sizeof msg))
-        return metro__fail(err, METRO_EUSAGE, "%s: %s", key, msg);
-    return METRO_OK;
+    int rc = metro__frames_read(metro__param_string(sim->system, "initial"),
+                                metro__param_int(sim->system, "initial_frame"), f, msg, sizeof msg);
+    /* a frame the file does not have is initial_frame's fault */
+    system_key(sim, rc == METRO__FRAMES_NO_FRAME ? "initial_frame" : "initial", key, sizeof key);
+    return rc ? metro__fail(err, METRO_EUSAGE, "%s: %s", key, msg) : METRO_OK;
 }
 
 void metro__initial_free(metro_sim *sim)
