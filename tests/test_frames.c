@@ -1,4 +1,4 @@
-/* test_frames — the core's trajectory formats (core/src/frames.c) directly:
+/* test_frames — the core's trajectory formats (core/src/frames.c and frames_read.c) directly:
  *
  *   - round trip: frames written in GSD and extended XYZ read back exactly
  *     (positions, species names, charges, sweep), any frame by index,
