@@ -306,7 +306,7 @@ static int claim_locked(metro_ctx *ctx, const char *filename)
         if (!strcmp(sim->claims[i], filename)) {
             if (!strcmp(sim->claim_owner[i], ctx->section)) return 0;
             snprintf(ctx->err, sizeof ctx->err, "'%s' is written by [%s] already: two sections cannot write one file "
-                                                "(give one of them another file or prefix)", filename, sim->claim_owner[i]);
+                                                "(give one of them another file name)", filename, sim->claim_owner[i]);
             return -1;
         }
     sim->claims = metro__xrealloc(sim->claims, sizeof *sim->claims * (size_t)(sim->nclaims + 1));

@@ -100,17 +100,20 @@ static int check_observable_files(metro_sim *sim, metro_error *err)
         for (int i = 0; i < j; ++i) {
             const metro_ctx *a = &sim->obs[i], *b = &sim->obs[j];
             if (a->plugin != b->plugin) continue;
-            int differ = 0, named = 0;
+            int differ = 0;
+            char same[64] = "", other[64] = ""; /* the naming keys the plugin has: "file and format" */
             for (int k = 0; k < 3; ++k) {
                 const char *va = naming_value(a->params, keys[k]), *vb = naming_value(b->params, keys[k]);
-                named |= va != NULL;
-                differ |= va && strcmp(va, vb);
+                if (!va) continue;
+                differ |= strcmp(va, vb) != 0;
+                snprintf(same + strlen(same), sizeof same - strlen(same), "%s%s", same[0] ? " and " : "", keys[k]);
+                snprintf(other + strlen(other), sizeof other - strlen(other), "%s%s", other[0] ? " or " : "", keys[k]);
             }
-            if (!differ && named)
+            if (!differ && same[0])
                 return metro__fail(err, METRO_EUSAGE, "%s: [%s]: writes the same files as [%s] (plugin %s, the same "
-                                                      "file, prefix and format): give one of them another file or prefix",
+                                                      "%s): give one of them another %s",
                                    metro__config_section_where(sim->cfg, b->section), b->section, a->section,
-                                   b->plugin->d->name);
+                                   b->plugin->d->name, same, other);
             if (!differ)
                 return metro__fail(err, METRO_EUSAGE, "%s: [%s]: writes the same files as [%s] (plugin %s names its "
                                                       "files itself): a run has one section of it",
