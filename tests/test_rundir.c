@@ -488,6 +488,27 @@ START_TEST(dry_run_creates_nothing)
 }
 END_TEST
 
+/* A resume may extend a run, never cut it below what it has done (the
+ * resolved config would describe a shorter run than its results). */
+START_TEST(resume_cannot_shorten)
+{
+    fresh_dir();
+    metro_test_write(dir, "s.ini", "[run]\nsweeps = 30\nequilibration = 10\n[system]\nparticles = 4\n[potential]\n"
+                        "plugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    char *e;
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/s.ini --device cpu --output %s/s --quiet", dir, dir), 0);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/s --set run.sweeps=20 --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "--set #1 run.sweeps=20: [run] sweeps: 20 would end the run before where it stands (40 sweeps "
+                            "done, 10 of them equilibration; allowed: sweeps >= 30"),
+                  "%s", e);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/s --set run.sweeps=35 --quiet", dir), 0);
+    free(e);
+    cleanup();
+}
+END_TEST
+
 /* A dry run refuses what the run would: an observable's own checks in
  * create() (pair_correlation needs a potential that publishes a cell). */
 START_TEST(dry_run_refuses_what_a_run_refuses)
@@ -550,6 +571,7 @@ int main(void)
     tcase_add_test(tc, dry_run_creates_nothing);
     tcase_add_test(tc, dry_run_counts_the_tree);
     tcase_add_test(tc, dry_run_refuses_what_a_run_refuses);
+    tcase_add_test(tc, resume_cannot_shorten);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

@@ -313,7 +313,8 @@ int metro__checkpoint_check(metro_sim *sim, metro_error *err)
     free(mine);
     free(theirs);
     if (rc) return rc;
-    int32_t nctx = 0, n = 0, r = 0;
+    int32_t nctx = 0, n = 0, r = 0, meas = 0;
+    int64_t sweep = 0;
     const unsigned char *q = p;
     cget(&q, end, &nctx, 4); cget(&q, end, &n, 4); cget(&q, end, &r, 4);
     /* the identity fixes the config; sizes a plugin derives must agree too */
@@ -321,6 +322,18 @@ int metro__checkpoint_check(metro_sim *sim, metro_error *err)
         return metro__fail(err, METRO_EUSAGE,
                            "%s: written for %d particles x %d replicas with %d observables; the config now asks %d x %d with %d",
                            used, n, r, nctx - sim->nterms - 1, sim->st.particles, sim->st.replicas, sim->nobs);
+    /* sweeps may extend a run, not cut it below what it has done: the
+     * resolved config would then describe a shorter run than its results */
+    if (cget(&q, end, &meas, 4) || cget(&q, end, &sweep, 8)) return metro__fail(err, METRO_ERUN, "%s: truncated", used);
+    if (sweep > (int64_t)sim->equilibration + sim->sweeps) {
+        metro__entry *e = metro__config_find(sim->cfg, "run", "sweeps");
+        return metro__fail(err, METRO_EUSAGE,
+                           "%s: [run] sweeps: %ld would end the run before where it stands (%lld sweeps done, "
+                           "%ld of them equilibration; allowed: sweeps >= %lld, to extend it)",
+                           e ? e->where : metro__config_section_where(sim->cfg, "run"), sim->sweeps, (long long)sweep,
+                           sim->equilibration, (long long)(sweep - sim->equilibration));
+    }
+    sim->ck_used_prev = used == prev;
     sim->ck_rest = p;
     return METRO_OK;
 }

@@ -475,7 +475,9 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     if (sim->spread && !sim->asked_ranks && metro__rank() == 0)
         metro__log(sim, METRO_LOG_WARN, "%s does not spread its work over MPI ranks: each of the %d ranks runs the whole "
                                         "system (the same chain)", sim->smp.plugin->d->name, metro__ranks());
-    if (opt->resume) metro__log(sim, METRO_LOG_INFO, "resumed from %s/checkpoint.bin at sweep %lld", sim->dir, st->sweep);
+    if (opt->resume)
+        metro__log(sim, METRO_LOG_INFO, "resumed from %s/checkpoint.bin%s at sweep %lld", sim->dir,
+                   sim->ck_used_prev ? ".prev" : "", st->sweep);
     /* the program prints the backend line itself, even with --quiet */
     if (sim->log)
         fprintf(sim->log, "backend %s: %s\n", st->backend == METRO_BACKEND_CUDA ? "cuda" : "cpu", sim->device_name);

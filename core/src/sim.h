@@ -100,6 +100,7 @@ struct metro_sim {
     unsigned char *ck;            /* resuming: the checkpoint read and checked */
     size_t ck_size;
     const unsigned char *ck_rest; /* its plugins' part, after the state */
+    int ck_used_prev;             /* it is checkpoint.bin.prev (checkpoint.bin was damaged) */
     char device_name[512];
     double host_need, device_need; /* bytes, estimated before allocating */
     int spread;                   /* this system's replicas are spread over MPI ranks */
