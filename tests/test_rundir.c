@@ -156,6 +156,18 @@ START_TEST(second_process_refused)
     ck_assert_msg(strstr(e, want) != NULL, "%s", e);
     free(e);
     ck_assert_msg(exists("a/energy.csv"), "--overwrite removed files of a locked directory");
+    /* a run that has not checkpointed yet is named too, not "no checkpoint" */
+    char ck[600], hide[600];
+    snprintf(ck, sizeof ck, "%s/a/checkpoint.bin", dir);
+    snprintf(hide, sizeof hide, "%s/a/hidden.bin", dir);
+    ck_assert_int_eq(rename(ck, hide), 0);
+    snprintf(ck, sizeof ck, "%s/a/checkpoint.bin.prev", dir);
+    unlink(ck);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/a --device cpu --quiet", dir), 2);
+    ck_assert_msg(strstr(e, want) && strstr(e, "written no checkpoint yet"), "%s", e);
+    free(e);
+    snprintf(ck, sizeof ck, "%s/a/checkpoint.bin", dir);
+    ck_assert_int_eq(rename(hide, ck), 0);
     ck_assert_int_eq(write(go[1], "x", 1), 1);
     waitpid(pid, NULL, 0);
     /* the holder is gone: its lock went with it */

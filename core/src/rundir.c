@@ -47,6 +47,20 @@ static int exists(const char *dir, const char *name)
     return stat(path, &sb) == 0;
 }
 
+/* The PID of the process holding dir's lock (take_lock, below), 0 if none
+ * does (or there is no lock file); the lock itself is left alone. */
+static long lock_holder(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" LOCK_NAME, dir);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct flock who = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    const long pid = fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK ? (long)who.l_pid : 0;
+    close(fd);
+    return pid;
+}
+
 int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *err)
 {
     char buf[1024];
@@ -56,8 +70,16 @@ int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *e
     if (!sim->writer && !opt->resume) return METRO_OK;
     struct stat sb;
     if (opt->resume) {
-        if (!exists(out, "checkpoint.bin") && !exists(out, "checkpoint.bin.prev"))
+        if (!exists(out, "checkpoint.bin") && !exists(out, "checkpoint.bin.prev")) {
+            /* a run still going that has not checkpointed yet: say so,
+             * rather than that there is nothing to resume */
+            const long pid = lock_holder(out);
+            if (pid > 0)
+                return metro__fail(err, METRO_EUSAGE,
+                                   "%s: in use by another metro process (PID %ld), which has written no checkpoint yet; "
+                                   "wait for it to end or stop it first", out, pid);
             return metro__fail(err, METRO_EUSAGE, "%s: no checkpoint.bin to resume from", out);
+        }
         return METRO_OK;
     }
     if (stat(out, &sb) == 0) {
