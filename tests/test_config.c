@@ -46,6 +46,8 @@ static const bad_case cases[] = {
     {"coulomb.ini", "--set potential.diameters=4,", "--set #1 potential.diameters=4,: [potential] diameters: item 2 of the list is empty"},
     {"coulomb.ini", "--set run.scan=potential.bjerrum:7,,8", "--set #1 run.scan=potential.bjerrum:7,,8: [run] scan: value 2 after 'potential.bjerrum:' is empty"},
     {"good.ini", "--set run.systems=2 --set run.scan=sampler.temperature=1,2", "--set #2 run.scan=sampler.temperature=1,2: [run] scan: 'sampler.temperature=1,2' is not SECTION.KEY"},
+    /* a scan's value is named as the scan's, not as a --set of its own */
+    {"good.ini", "--set run.scan=sampler.temperature:1,-1", "--set #1 run.scan=sampler.temperature:1,-1 ([run] scan, value 2: -1): [sampler] temperature: -1 is out of range"},
     /* species names as [system] species has them: one each, valid, none twice */
     {"coulomb.ini", "--set potential.names=Na", "names: 1 name for 2 species"},
     {"coulomb.ini", "--set potential.names=Na,Cl,K", "names: 3 names for 2 species"},
@@ -306,8 +308,8 @@ START_TEST(set_names_itself)
     const char *text = "[run]\nseed = 1\n";
     ck_assert_str_eq(parse(text, strlen(text), &c), "");
     metro_error err = {0};
-    ck_assert_int_eq(metro__config_set(c, "observable   e.every = 3 ", 1, &err), METRO_OK);
-    ck_assert_int_eq(metro__config_set(c, "run.seed=2", 2, &err), METRO_OK);
+    ck_assert_int_eq(metro__config_set(c, "observable   e.every = 3 ", 1, NULL, &err), METRO_OK);
+    ck_assert_int_eq(metro__config_set(c, "run.seed=2", 2, NULL, &err), METRO_OK);
     ck_assert_str_eq(err.msg, "");
     /* a section only a --set makes has no line in the file */
     ck_assert_int_eq(metro__config_section_line(c, "observable e"), 0);
@@ -317,21 +319,21 @@ START_TEST(set_names_itself)
     ck_assert_str_eq(metro__config_find(c, "observable e", "every")->value, "3");
     ck_assert_str_eq(metro__config_find(c, "run", "seed")->where, "--set #2 run.seed=2");
     /* malformed, and control characters that config.ini could not keep */
-    ck_assert_int_eq(metro__config_set(c, " .k=1", 3, &err), METRO_EUSAGE);
-    ck_assert_int_eq(metro__config_set(c, "run. =1", 4, &err), METRO_EUSAGE);
-    ck_assert_int_eq(metro__config_set(c, "run.output=a\n[x]", 5, &err), METRO_EUSAGE);
-    ck_assert_int_eq(metro__config_set(c, "run.output=a\tb", 6, &err), METRO_OK);
+    ck_assert_int_eq(metro__config_set(c, " .k=1", 3, NULL, &err), METRO_EUSAGE);
+    ck_assert_int_eq(metro__config_set(c, "run. =1", 4, NULL, &err), METRO_EUSAGE);
+    ck_assert_int_eq(metro__config_set(c, "run.output=a\n[x]", 5, NULL, &err), METRO_EUSAGE);
+    ck_assert_int_eq(metro__config_set(c, "run.output=a\tb", 6, NULL, &err), METRO_OK);
     /* found by fuzz_config: what config.ini would read back otherwise */
-    ck_assert_int_eq(metro__config_set(c, "run.output=a ;b", 7, &err), METRO_EUSAGE);
-    ck_assert_int_eq(metro__config_set(c, "observable a]b.every=1", 8, &err), METRO_EUSAGE);
-    ck_assert_int_eq(metro__config_set(c, "run.output=a;b", 9, &err), METRO_OK);
+    ck_assert_int_eq(metro__config_set(c, "run.output=a ;b", 7, NULL, &err), METRO_EUSAGE);
+    ck_assert_int_eq(metro__config_set(c, "observable a]b.every=1", 8, NULL, &err), METRO_EUSAGE);
+    ck_assert_int_eq(metro__config_set(c, "run.output=a;b", 9, NULL, &err), METRO_OK);
     size_t big = METRO__CONFIG_MAX_LINE + 10;
     char *huge = malloc(big + 1);
     memset(huge, 'x', big);
     memcpy(huge, "run.output=", 11);
     huge[big] = 0;
     metro_error err2 = {0};
-    ck_assert_int_eq(metro__config_set(c, huge, 10, &err2), METRO_EUSAGE);
+    ck_assert_int_eq(metro__config_set(c, huge, 10, NULL, &err2), METRO_EUSAGE);
     ck_assert_msg(strstr(err2.msg, "--set #10 run.output=xxx"), "got %s", err2.msg);
     ck_assert_msg(strstr(err2.msg, "...: longer than a line of config.ini may be (1048576 characters)"), "got %s", err2.msg);
     free(huge);

@@ -292,9 +292,9 @@ int metro__config_read(const char *path, metro__config **out, metro_error *err)
     return rc;
 }
 
-int metro__config_set(metro__config *c, const char *assignment, int index, metro_error *err)
+int metro__config_set(metro__config *c, const char *assignment, int index, const char *label, metro_error *err)
 {
-    char *where = where_of("--set", index, assignment);
+    char *where = label ? metro__strdup(label) : where_of("--set", index, assignment);
     const char *eq = strchr(assignment, '=');
     const char *dot = NULL;
     for (const char *s = assignment; eq && s < eq; ++s)
@@ -323,8 +323,12 @@ int metro__config_set(metro__config *c, const char *assignment, int index, metro
     size_t longest = nsec && k ? strlen(nsec) + 2 : 0;
     if (k && strlen(k) + strlen(val) + 3 > longest) longest = strlen(k) + strlen(val) + 3;
     if (longest > METRO__CONFIG_MAX_LINE) {
-        rc = metro__fail(err, METRO_EUSAGE, "--set #%d %.40s...: longer than a line of config.ini may be (%d characters)",
-                         index, assignment, METRO__CONFIG_MAX_LINE);
+        if (label)
+            rc = metro__fail(err, METRO_EUSAGE, "%s: longer than a line of config.ini may be (%d characters)", label,
+                             METRO__CONFIG_MAX_LINE);
+        else
+            rc = metro__fail(err, METRO_EUSAGE, "--set #%d %.40s...: longer than a line of config.ini may be (%d characters)",
+                             index, assignment, METRO__CONFIG_MAX_LINE);
         free(where);
     } else if (!eq || !nsec || !*nsec || !*k) {
         rc = metro__fail(err, METRO_EUSAGE,

@@ -58,7 +58,9 @@ int metro__config_read(const char *path, metro__config **out, metro_error *err);
  * --set arguments: messages name it as "--set #index ASSIGNMENT".  METRO_OK,
  * or METRO_EUSAGE (no SECTION.KEY=VALUE shape, or a control character other
  * than a tab) with the message appended to err. */
-int metro__config_set(metro__config *c, const char *assignment, int index, metro_error *err);
+/* label: where the assignment came from, for messages (NULL: the --set
+ * itself, "--set #index TEXT") */
+int metro__config_set(metro__config *c, const char *assignment, int index, const char *label, metro_error *err);
 
 /* The entry for section/key, or NULL. */
 metro__entry *metro__config_find(metro__config *c, const char *section, const char *key);

@@ -45,6 +45,7 @@ typedef struct ensemble {
     int k;                 /* systems */
     long long seed;
     char scan_key[256];    /* "section.key" of a scan, "" for copies */
+    char scan_where[1200]; /* the scan's place ("FILE:LINE" or its --set), for messages */
     char **values;         /* scan values, k of them */
     char dir[1024];
 } ensemble;
@@ -65,7 +66,8 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
     const char *path = opt->config_path ? opt->config_path : "<text>";
     int rc = opt->config_text ? metro__config_parse(path, opt->config_text, &cfg, err)
                               : metro__config_read(path, &cfg, err);
-    for (int i = 0; !rc && i < opt->nsets; ++i) rc |= metro__config_set(cfg, opt->sets[i], i + 1, err);
+    for (int i = 0; !rc && i < opt->nsets; ++i)
+        rc |= metro__config_set(cfg, opt->sets[i], i + 1, opt->set_where ? opt->set_where[i] : NULL, err);
     if (rc) {
         metro__config_free(cfg);
         return METRO_EUSAGE;
@@ -95,6 +97,7 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
                                                 "system per value)", scan->where);
         } else {
             memcpy(e->scan_key, scan->value, kl);
+            snprintf(e->scan_where, sizeof e->scan_where, "%s", scan->where);
             e->k = 0;
             char *list = metro__strdup(colon + 1);
             /* every value between the commas is a system: an empty one
@@ -153,8 +156,8 @@ int metro_ensemble_systems(const metro_options *opt, metro_error *err)
  * (scan) its value set, and systems/scan cleared so it is one run. */
 typedef struct sys_opt {
     metro_options o;
-    const char **sets;
-    char seed[64], out[1200], value[1400], cfg[1300];
+    const char **sets, **where;
+    char seed[64], out[1200], value[1400], cfg[1300], value_where[1500];
 } sys_opt;
 
 static void system_options(const metro_options *opt, const ensemble *e, int i, sys_opt *s)
@@ -163,7 +166,11 @@ static void system_options(const metro_options *opt, const ensemble *e, int i, s
     s->o.quiet = 1;
     s->o.whole = 1; /* under MPI a system belongs to one rank, whole */
     s->sets = metro__xcalloc((size_t)opt->nsets + 4, sizeof *s->sets);
-    for (int j = 0; j < opt->nsets; ++j) s->sets[j] = opt->sets[j];
+    s->where = metro__xcalloc((size_t)opt->nsets + 4, sizeof *s->where);
+    for (int j = 0; j < opt->nsets; ++j) {
+        s->sets[j] = opt->sets[j];
+        s->where[j] = opt->set_where ? opt->set_where[j] : NULL;
+    }
     int n = opt->nsets;
     snprintf(s->out, sizeof s->out, "%s/system_%03d", e->dir, i);
     s->o.output = s->out;
@@ -174,6 +181,10 @@ static void system_options(const metro_options *opt, const ensemble *e, int i, s
         s->sets[n++] = "run.scan=";
         if (e->scan_key[0]) {
             snprintf(s->value, sizeof s->value, "%s=%s", e->scan_key, e->values[i]);
+            /* its errors name the scan, not a --set the user never gave */
+            snprintf(s->value_where, sizeof s->value_where, "%s ([run] scan, value %d: %s)", e->scan_where, i + 1,
+                     e->values[i]);
+            s->where[n] = s->value_where;
             s->sets[n++] = s->value;
         }
     } else {
@@ -181,6 +192,7 @@ static void system_options(const metro_options *opt, const ensemble *e, int i, s
         s->o.config_path = s->cfg;
     }
     s->o.sets = s->sets;
+    s->o.set_where = s->where;
     s->o.nsets = n;
 }
 
@@ -492,6 +504,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     for (int i = 0; i < e.k; ++i) {
         metro_sim_destroy(jobs[i].sim);
         free(so[i].sets);
+        free(so[i].where);
     }
     free(jobs);
     free(so);

@@ -129,7 +129,8 @@ static int read_config(metro_sim *sim, const metro_options *opt, metro_error *er
     /* a file through the reader that sees NUL bytes and lines of any length */
     int rc = opt->config_text ? metro__config_parse(path, opt->config_text, &sim->cfg, err)
                               : metro__config_read(path, &sim->cfg, err);
-    for (int i = 0; i < opt->nsets; ++i) rc |= metro__config_set(sim->cfg, opt->sets[i], i + 1, err);
+    for (int i = 0; i < opt->nsets; ++i)
+        rc |= metro__config_set(sim->cfg, opt->sets[i], i + 1, opt->set_where ? opt->set_where[i] : NULL, err);
     if (rc) return METRO_EUSAGE;
 
     for (int i = 0; i < sim->cfg->nsections; ++i)

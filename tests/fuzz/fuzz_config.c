@@ -239,7 +239,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const uint8_t *a = data + i + 6, *nl = memchr(a, '\n', size - i - 6);
         size_t n = nl ? (size_t)(nl - a) : size - i - 6;
         char *arg = strndup((const char *)a, n);
-        rc |= metro__config_set(c, arg, ++nsets, &err);
+        rc |= metro__config_set(c, arg, ++nsets, NULL, &err);
         free(arg);
     }
     /* validated even after errors, as far as it goes: sim.c gives up

@@ -49,6 +49,10 @@ typedef struct metro_options {
     int dry_run;                      /* validate, create the plugins and size
                                          the run, then stop: metro_sim_plan()
                                          prints it; nothing is written */
+    const char *const *set_where;     /* NULL, or for each of sets where it
+                                         came from, for messages (NULL entry:
+                                         the --set itself): an ensemble's
+                                         scan names its [run] scan line */
 } metro_options;
 
 typedef struct metro_sim metro_sim;
