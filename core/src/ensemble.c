@@ -128,6 +128,12 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
         }
     }
     metro__config_free(cfg);
+    /* a refusal after some values were read (an empty one) keeps none */
+    if (rc) {
+        free_ensemble(e);
+        e->values = NULL;
+        e->k = 0;
+    }
     return rc;
 }
 
