@@ -521,6 +521,32 @@ START_TEST(resume_cannot_shorten)
 }
 END_TEST
 
+/* A checkpoint that cannot take its name (a directory in its place) fails
+ * the run, and the last good one, .prev, stays as it was: it used to be
+ * removed before a link that then failed. */
+START_TEST(failed_checkpoint_keeps_the_previous)
+{
+    fresh_dir();
+    metro_test_write(dir, "p.ini", "[run]\nsweeps = 30\nequilibration = 10\n[system]\nparticles = 4\n[potential]\n"
+                        "plugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    char *e, cmd[1024];
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/p.ini --device cpu --output %s/p --quiet", dir, dir), 0);
+    free(e);
+    ck_assert_msg(exists("p/checkpoint.bin.prev"), "no previous checkpoint after a run of several");
+    snprintf(cmd, sizeof cmd, "cd %s/p && cp checkpoint.bin.prev ../saved && mv checkpoint.bin ../moved && mkdir checkpoint.bin",
+             dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/p --set run.sweeps=60 --quiet", dir), 1);
+    ck_assert_msg(strstr(e, "checkpoint.bin: cannot be written"), "%s", e);
+    free(e);
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/p/checkpoint.bin.prev", dir);
+    snprintf(b, sizeof b, "%s/saved", dir);
+    ck_assert_msg(metro_test_same_file(a, b), "the previous checkpoint was lost or changed");
+    cleanup();
+}
+END_TEST
+
 /* A dry run refuses what the run would: an observable's own checks in
  * create() (pair_correlation needs a potential that publishes a cell). */
 START_TEST(dry_run_refuses_what_a_run_refuses)
@@ -584,6 +610,7 @@ int main(void)
     tcase_add_test(tc, dry_run_counts_the_tree);
     tcase_add_test(tc, dry_run_refuses_what_a_run_refuses);
     tcase_add_test(tc, resume_cannot_shorten);
+    tcase_add_test(tc, failed_checkpoint_keeps_the_previous);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

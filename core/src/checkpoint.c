@@ -17,9 +17,10 @@
  * recomputes it from the config it was given and refuses a checkpoint
  * whose identity differs, naming the keys.
  *
- * The previous checkpoint is kept as checkpoint.bin.prev (a hard link made
- * before the new one is renamed into place), so one damaged file never
- * loses the run.
+ * The previous checkpoint is kept as checkpoint.bin.prev (renamed there
+ * once the new one is written and synced, just before the new one takes
+ * its name), so one damaged file never loses the run: at every moment at
+ * least one complete checkpoint is on disk under one of the two names.
  */
 #define _GNU_SOURCE
 #include "sim.h"
@@ -184,11 +185,8 @@ int metro_sim_checkpoint(metro_sim *sim, metro_error *err)
         char path[4200], prev[4300];
         snprintf(path, sizeof path, "%s/checkpoint.bin", sim->dir);
         snprintf(prev, sizeof prev, "%s.prev", path);
-        /* keep the last good one: link it aside before the new one replaces it */
-        unlink(prev);
-        if (link(path, prev) != 0 && errno != ENOENT)
-            metro__log(sim, METRO_LOG_WARN, "%s: could not keep the previous checkpoint: %s", prev, strerror(errno));
-        rc = metro__write_atomic(path, b.p, b.n, err);
+        /* the last good one becomes .prev as the new one takes its name */
+        rc = metro__write_atomic(path, b.p, b.n, prev, err);
     }
     free(b.p);
     return rc;

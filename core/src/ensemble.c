@@ -382,7 +382,7 @@ static int combine(const ensemble *e, const char *name, metro_error *err)
         fclose(f);
         char path[4400];
         snprintf(path, sizeof path, "%s/%s_%s", e->dir, e->scan_key[0] ? "scan" : "ensemble", name);
-        rc = metro__write_atomic(path, text, n, err);
+        rc = metro__write_atomic(path, text, n, NULL, err);
         free(text);
     }
     for (int i = 0; i < e->k; ++i) free_table(&t[i]);
@@ -471,7 +471,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
             fclose(f);
             char path[1200];
             snprintf(path, sizeof path, "%s/config.ini", e.dir);
-            rc = metro__write_atomic(path, all, n, err);
+            rc = metro__write_atomic(path, all, n, NULL, err);
             free(all);
             free(text);
         }

@@ -153,7 +153,7 @@ static void dir_of(const char *path, char *buf, size_t n)
     else snprintf(buf, n, "%.*s", (int)(s - path), path);
 }
 
-int metro__write_atomic(const char *path, const void *data, size_t n, metro_error *err)
+int metro__write_atomic(const char *path, const void *data, size_t n, const char *keep, metro_error *err)
 {
     char tmp[4300], dir[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -170,6 +170,10 @@ int metro__write_atomic(const char *path, const void *data, size_t n, metro_erro
     }
     if (!e && fsync(fd) != 0) e = errno;
     if (close(fd) != 0 && !e) e = errno;
+    /* the file it replaces goes to keep by a rename, not a link: never two
+     * names for one file, and if it cannot move, nothing moves (a link
+     * made after removing keep lost the only good copy when it failed) */
+    if (!e && keep && rename(path, keep) != 0 && errno != ENOENT) e = errno;
     if (!e && rename(tmp, path) != 0) e = errno;
     if (e) {
         unlink(tmp);
@@ -214,7 +218,7 @@ static int write_config(metro_sim *sim, metro_error *err)
     fclose(f);
     char path[4200];
     snprintf(path, sizeof path, "%s/config.ini", sim->dir);
-    int rc = metro__write_atomic(path, text, n, err);
+    int rc = metro__write_atomic(path, text, n, NULL, err);
     free(text);
     return rc;
 }

@@ -157,8 +157,9 @@ void metro__rundir_close(metro_sim *sim);
 /* The resolved config: every section, every default written out. */
 void metro__write_resolved(metro_sim *sim, FILE *f);
 /* Write data to path through path.tmp, fsync and rename: the one way a
- * whole file is written. */
-int metro__write_atomic(const char *path, const void *data, size_t n, metro_error *err);
+ * whole file is written.  keep (or NULL): where the file it replaces goes,
+ * renamed just before (checkpoint.bin.prev). */
+int metro__write_atomic(const char *path, const void *data, size_t n, const char *keep, metro_error *err);
 /* host->open_output, and the commit of every file it opened. */
 FILE *metro__output_open(metro_ctx *ctx, const char *filename);
 /* filename is ctx's to write: not the core's own and not another
