@@ -104,7 +104,10 @@ static int cmd_run(int argc, char **argv, int resume)
         free(sets);
         return rc;
     }
-    int rc = metro_sim_create(&opt, &sim, &err);
+    /* a dry run of an ensemble checks every system (every value of a
+     * scan), then plans one */
+    int rc = opt.dry_run && systems > 1 ? metro_ensemble_run(&opt, &err) : METRO_OK;
+    if (rc == METRO_OK) rc = metro_sim_create(&opt, &sim, &err);
     if (rc == METRO_OK && opt.dry_run && systems > 1)
         printf("; ---- an ensemble of %d systems, each like this one (the plan below is one system's) ----\n", systems);
     if (rc == METRO_OK && opt.dry_run) {

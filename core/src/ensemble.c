@@ -454,6 +454,8 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         if ((rc = metro_sim_create(&dry, &s, err))) metro__fail(err, rc, "(system %d of %d)", i, e.k);
         metro_sim_destroy(s);
     }
+    /* a dry run of an ensemble checks every system, as above, and no more */
+    if (opt->dry_run) goto done;
     /* under MPI, rank s runs systems s, s + S, s + 2S, ...; rank 0 writes
      * the ensemble's own files */
     const int me = metro__rank(), S = metro__ranks();
@@ -507,6 +509,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         metro__ranks_barrier();
         if (!rc && me == 0) rc = combine_all(&e, err);
     }
+done:
     for (int i = 0; i < e.k; ++i) {
         metro_sim_destroy(jobs[i].sim);
         free(so[i].sets);

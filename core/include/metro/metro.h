@@ -104,7 +104,8 @@ void metro_sim_destroy(metro_sim *sim);
 int metro_ensemble_systems(const metro_options *opt, metro_error *err);
 /* Validate every system, then run them together (a thread and a CUDA
  * stream each), each in RUNDIR/system_NNN, and write the combined tables.
- * METRO_OK, or the first failure with every system's message in err. */
+ * METRO_OK, or the first failure with every system's message in err.
+ * With dry_run: validate every system, write nothing. */
 int metro_ensemble_run(const metro_options *opt, metro_error *err);
 
 /* Let the samplers of sims[0..k), which this process will advance at
