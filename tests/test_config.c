@@ -48,6 +48,7 @@ static const bad_case cases[] = {
     {"good.ini", "--set run.systems=2 --set run.scan=sampler.temperature=1,2", "--set #2 run.scan=sampler.temperature=1,2: [run] scan: 'sampler.temperature=1,2' is not SECTION.KEY"},
     /* a scan's value is named as the scan's, not as a --set of its own */
     {"good.ini", "--set run.scan=sampler.temperature:1,-1", "--set #1 run.scan=sampler.temperature:1,-1 ([run] scan, value 2: -1): [sampler] temperature: -1 is out of range"},
+    {"good.ini", "--set run.scan=run.systems:1,2", "--set #1 run.scan=run.systems:1,2: [run] scan: run.systems shapes the ensemble itself and cannot be scanned"},
     /* ... and a dry run checks every value of a scan, not the first only */
     {"good.ini", "--dry-run --set run.scan=sampler.temperature:1,-1", "--set #1 run.scan=sampler.temperature:1,-1 ([run] scan, value 2: -1): [sampler] temperature: -1 is out of range"},
     /* species names as [system] species has them: one each, valid, none twice */

@@ -547,6 +547,36 @@ START_TEST(failed_checkpoint_keeps_the_previous)
 }
 END_TEST
 
+/* What a resume cannot change: the layout of an ensemble (its folders),
+ * nor make a single run one; a missing system folder is named, not
+ * quietly left out of the averages. */
+START_TEST(resume_keeps_the_layout)
+{
+    fresh_dir();
+    metro_test_write(dir, "en.ini", "[run]\nsweeps = 10\nsystems = 3\n[system]\nparticles = 4\n[potential]\n"
+                         "plugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    metro_test_write(dir, "one.ini", "[run]\nsweeps = 10\n[system]\nparticles = 4\n[potential]\n"
+                          "plugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    char *e, cmd[1024];
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/en.ini --device cpu --output %s/en --quiet", dir, dir), 0);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/one.ini --device cpu --output %s/one --quiet", dir, dir), 0);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/en --set run.systems=5 --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "--set #1 run.systems=5: [run] systems: a resume cannot change it"), "%s", e);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/one --set run.scan=sampler.temperature:1,2 --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "[run] scan: a resume cannot change it"), "%s", e);
+    free(e);
+    snprintf(cmd, sizeof cmd, "rm -r %s/en/system_002", dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/en --set run.sweeps=20 --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "its config.ini asks 3 systems, but 2 system folders are there"), "%s", e);
+    free(e);
+    cleanup();
+}
+END_TEST
+
 /* A dry run refuses what the run would: an observable's own checks in
  * create() (pair_correlation needs a potential that publishes a cell). */
 START_TEST(dry_run_refuses_what_a_run_refuses)
@@ -611,6 +641,7 @@ int main(void)
     tcase_add_test(tc, dry_run_refuses_what_a_run_refuses);
     tcase_add_test(tc, resume_cannot_shorten);
     tcase_add_test(tc, failed_checkpoint_keeps_the_previous);
+    tcase_add_test(tc, resume_keeps_the_layout);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

@@ -357,6 +357,19 @@ int metro__config_set(metro__config *c, const char *assignment, int index, const
     return rc;
 }
 
+int metro__config_resume_check(metro__config *c, metro_error *err)
+{
+    static const char *const fixed[] = {"systems", "scan"};
+    for (int k = 0; k < 2; ++k) {
+        const metro__entry *e = metro__config_find(c, "run", fixed[k]);
+        if (e && !strcmp(e->file, "--set"))
+            return metro__fail(err, METRO_EUSAGE, "%s: [run] %s: a resume cannot change it (the run directory's "
+                                                  "folders are its systems; start a new run for another layout)",
+                               e->where, fixed[k]);
+    }
+    return METRO_OK;
+}
+
 metro__entry *metro__config_find(metro__config *c, const char *section, const char *key)
 {
     for (int i = 0; i < c->n; ++i)

@@ -68,6 +68,7 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
                               : metro__config_read(path, &cfg, err);
     for (int i = 0; !rc && i < opt->nsets; ++i)
         rc |= metro__config_set(cfg, opt->sets[i], i + 1, opt->set_where ? opt->set_where[i] : NULL, err);
+    if (!rc && opt->resume) rc = metro__config_resume_check(cfg, err);
     if (rc) {
         metro__config_free(cfg);
         return METRO_EUSAGE;
@@ -92,6 +93,11 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
         if (!colon || !kl || kl >= sizeof e->scan_key || !memchr(scan->value, '.', kl)) {
             rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: '%s' is not SECTION.KEY: v1, v2, ... (e.g. "
                                                 "potential.concentration: 0.001, 0.002)", scan->where, scan->value);
+        } else if ((kl == 8 && !strncmp(scan->value, "run.scan", 8)) ||
+                   (kl == 11 && !strncmp(scan->value, "run.systems", 11)) ||
+                   (kl == 10 && !strncmp(scan->value, "run.output", 10))) {
+            rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: %.*s shapes the ensemble itself and cannot be scanned "
+                                                "(allowed: any other SECTION.KEY)", scan->where, (int)kl, scan->value);
         } else if (sys && e->k > 1) {
             rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: give systems = K or scan, not both (a scan has one "
                                                 "system per value)", scan->where);
@@ -140,15 +146,29 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
 int metro_ensemble_systems(const metro_options *opt, metro_error *err)
 {
     if (opt->resume) {
-        /* an ensemble's run directory holds system_000/ */
+        /* an ensemble's run directory holds system_000/ (with or without
+         * its checkpoint: a system that has none is named by its own
+         * resume, not taken for a single run that has none) */
         char probe[4200];
         struct stat sb;
-        snprintf(probe, sizeof probe, "%s/system_000/checkpoint.bin", opt->output ? opt->output : "");
-        if (stat(probe, &sb) != 0) return 1;
+        snprintf(probe, sizeof probe, "%s/system_000", opt->output ? opt->output : "");
+        if (stat(probe, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 1;
         int k = 0;
         for (;; ++k) {
             snprintf(probe, sizeof probe, "%s/system_%03d", opt->output, k);
             if (stat(probe, &sb) != 0) break;
+        }
+        /* the folders are the ensemble; its config.ini must say as many */
+        ensemble e;
+        if (read_plan(opt, &e, err)) return -1;
+        free_ensemble(&e);
+        if (e.k != k) {
+            metro__fail(err, METRO_EUSAGE,
+                        "%s: its config.ini asks %d systems, but %d system folders are there (system_000 ... "
+                        "system_%03d): a resume continues the folders it finds, so restore the missing ones (or remove "
+                        "the extra ones)",
+                        opt->output, e.k, k, k - 1);
+            return -1;
         }
         return k;
     }

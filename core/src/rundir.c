@@ -78,6 +78,10 @@ int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *e
                 return metro__fail(err, METRO_EUSAGE,
                                    "%s: in use by another metro process (PID %ld), which has written no checkpoint yet; "
                                    "wait for it to end or stop it first", out, pid);
+            if (exists(out, "config.ini"))
+                return metro__fail(err, METRO_EUSAGE,
+                                   "%s: no checkpoint.bin to resume from: the run stopped before its first checkpoint "
+                                   "(start it again: metro run %s/config.ini --output %s --overwrite)", out, out, out);
             return metro__fail(err, METRO_EUSAGE, "%s: no checkpoint.bin to resume from", out);
         }
         return METRO_OK;

@@ -131,6 +131,7 @@ static int read_config(metro_sim *sim, const metro_options *opt, metro_error *er
                               : metro__config_read(path, &sim->cfg, err);
     for (int i = 0; i < opt->nsets; ++i)
         rc |= metro__config_set(sim->cfg, opt->sets[i], i + 1, opt->set_where ? opt->set_where[i] : NULL, err);
+    if (!rc && opt->resume) rc = metro__config_resume_check(sim->cfg, err);
     if (rc) return METRO_EUSAGE;
 
     for (int i = 0; i < sim->cfg->nsections; ++i)
