@@ -568,6 +568,10 @@ START_TEST(resume_keeps_the_layout)
     ck_assert_int_eq(metro_test_clif(&e, "resume %s/one --set run.scan=sampler.temperature:1,2 --quiet", dir), 2);
     ck_assert_msg(strstr(e, "[run] scan: a resume cannot change it"), "%s", e);
     free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/one --set run.output=elsewhere --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "[run] output: a resume cannot change it (a resume continues in the run directory itself)"),
+                  "%s", e);
+    free(e);
     snprintf(cmd, sizeof cmd, "rm -r %s/en/system_002", dir);
     ck_assert_int_eq(system(cmd), 0);
     ck_assert_int_eq(metro_test_clif(&e, "resume %s/en --set run.sweeps=20 --quiet", dir), 2);

@@ -359,13 +359,13 @@ int metro__config_set(metro__config *c, const char *assignment, int index, const
 
 int metro__config_resume_check(metro__config *c, metro_error *err)
 {
-    static const char *const fixed[] = {"systems", "scan"};
-    for (int k = 0; k < 2; ++k) {
+    static const char *const fixed[] = {"systems", "scan", "output"};
+    for (int k = 0; k < 3; ++k) {
         const metro__entry *e = metro__config_find(c, "run", fixed[k]);
         if (e && !strcmp(e->file, "--set"))
-            return metro__fail(err, METRO_EUSAGE, "%s: [run] %s: a resume cannot change it (the run directory's "
-                                                  "folders are its systems; start a new run for another layout)",
-                               e->where, fixed[k]);
+            return metro__fail(err, METRO_EUSAGE, "%s: [run] %s: a resume cannot change it (%s)", e->where, fixed[k],
+                               k < 2 ? "the run directory's folders are its systems; start a new run for another layout"
+                                     : "a resume continues in the run directory itself");
     }
     return METRO_OK;
 }

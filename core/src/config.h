@@ -64,9 +64,10 @@ int metro__config_set(metro__config *c, const char *assignment, int index, const
 
 /* The entry for section/key, or NULL. */
 metro__entry *metro__config_find(metro__config *c, const char *section, const char *key);
-/* A resume's --set may not touch [run] systems or scan: an ensemble's
- * layout is its folders', and a single run's config.ini would record an
- * ensemble it never was.  METRO_EUSAGE naming the --set, else METRO_OK. */
+/* A resume's --set may not touch [run] systems, scan or output: an
+ * ensemble's layout is its folders', a resume continues where it is, and
+ * config.ini would record what never applied.  METRO_EUSAGE naming the
+ * --set, else METRO_OK. */
 int metro__config_resume_check(metro__config *c, metro_error *err);
 
 /* Line of the section header (first key) in the file; 0 if the file has no
