@@ -69,8 +69,9 @@ static int binary(const char *s, size_t len)
     return 0;
 }
 
-/* want (negative from the end) to a frame index, or -1 with a message. */
-static long pick(const char *path, long want, long frames, char *err, size_t nerr)
+/* want (negative from the end) to a frame index, set in out with the
+ * frame count, or -1 with a message. */
+static long pick(const char *path, long want, long frames, metro__frame_in *out, char *err, size_t nerr)
 {
     long f = want < 0 ? frames + want : want;
     if (frames == 0) return ferr(err, nerr, "%s: holds no complete frame", path), -1;
@@ -78,6 +79,8 @@ static long pick(const char *path, long want, long frames, char *err, size_t ner
         return ferr(err, nerr, "%s: initial_frame %ld does not exist: the file holds %ld frames (allowed: 0 to %ld, or -1 to -%ld from the end)",
                     path, want, frames, frames - 1, frames),
                -1;
+    out->index = f;
+    out->frames = frames;
     return f;
 }
 
@@ -308,13 +311,11 @@ static int gsd_read(const char *path, long want, metro__frame_in *out, char *err
         ferr(err, nerr, "%s: holds no complete frame (its index lists none)", path);
         goto done;
     }
-    long f = pick(path, want, frames, err, nerr);
+    long f = pick(path, want, frames, out, err, nerr);
     if (f < 0) {
         rc = METRO__FRAMES_NO_FRAME;
         goto done;
     }
-    out->index = f;
-    out->frames = frames;
     const gsd_entry *eN = gsd_find(&g, (uint64_t)f, "particles/N"), *ep = gsd_find(&g, (uint64_t)f, "particles/position");
     const gsd_entry *et = gsd_find(&g, (uint64_t)f, "particles/typeid"), *en = gsd_find(&g, (uint64_t)f, "particles/types");
     const gsd_entry *eq = gsd_find(&g, (uint64_t)f, "particles/charge"), *es = gsd_find(&g, (uint64_t)f, "configuration/step");
@@ -616,13 +617,11 @@ static int xyz_read(const char *path, long want, metro__frame_in *out, char *err
         ferr(err, nerr, "%s: holds no complete frame (%s)", path, lineno ? "only blank lines" : "it is empty");
         goto done;
     }
-    long fi = pick(path, want, nfr, err, nerr);
+    long fi = pick(path, want, nfr, out, err, nerr);
     if (fi < 0) {
         rc = METRO__FRAMES_NO_FRAME;
         goto done;
     }
-    out->index = fi;
-    out->frames = nfr;
     out->step = -1;
     /* pass 2: that frame */
     fseek(f, start[fi], SEEK_SET);
