@@ -58,7 +58,7 @@ static const bad_case cases[] = {
     {"coulomb.ini", "--set potential.names=N@,Cl", "names: 'N@' (species 1) is not a species name"},
     /* two observables that would write one file: refused before the run */
     {"two_energy.ini", "", "two_energy.ini:22: [observable b]: writes the same files as [observable a] (plugin energy names its files itself)"},
-    {"two_trajectories.ini", "", "two_trajectories.ini:24: [observable b]: writes the same files as [observable a] (plugin trajectory, the same file and format): give one of them another file or format"},
+    {"two_trajectories.ini", "", "two_trajectories.ini:24: [observable b]: writes the same files as [observable a] (plugin trajectory, the same parameters that name them): give one of them another file"},
 };
 
 /* Messages that must not appear for a case (a wrong place). */

@@ -140,7 +140,7 @@ START_TEST(bad_system_writes_nothing)
     /* the second value is out of range: refused before any system starts */
     metro_test_write(dir, "scan.ini", brush_ini, 8, "scan = potential.concentration: 0.02, -1\n");
     ck_assert_int_eq(metro_test_clif(&e, "run %s/scan.ini --device " DEVICE " --output %s/scan --quiet", dir, dir), 2);
-    ck_assert_msg(strstr(e, "concentration") && strstr(e, "system 1"), "%s", e);
+    ck_assert_msg(strstr(e, "concentration") && strstr(e, "system_001"), "%s", e);
     free(e);
     metro_test_write(dir, "bad.ini", brush_ini, 8, "scan = concentration 0.02\n");
     ck_assert_int_eq(metro_test_clif(&e, "run %s/bad.ini --device " DEVICE " --output %s/bad --quiet", dir, dir), 2);

@@ -274,6 +274,14 @@ START_TEST(one_writer_a_file)
                       strstr(e, "'trajectory.xyz' is written by [observable t2] already"),
                   "%s", e);
     free(e);
+    /* by replica and by slot: other files (trajectory_r0.gsd, trajectory_t0.gsd, ...), not refused */
+    metro_test_write(dir, "pt.ini", "[run]\nsweeps = 4\n[system]\nparticles = 4\n[potential]\nplugin = lj_fene\n"
+                         "[sampler]\nplugin = parallel_tempering\ntemperatures = 1, 2\n"
+                         "[observable by_replica]\nplugin = trajectory\nreplicas = 0, 1\n"
+                         "[observable by_slot]\nplugin = trajectory\nslots = 0, 1\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/pt.ini --device cpu --output %s/pt --quiet", dir, dir), 0);
+    free(e);
+    ck_assert_msg(exists("pt/trajectory_r1.gsd") && exists("pt/trajectory_t1.gsd"), "by replica and by slot");
     cleanup();
 }
 END_TEST
@@ -596,7 +604,16 @@ START_TEST(resume_keeps_the_layout)
     snprintf(cmd, sizeof cmd, "rm -r %s/en/system_002", dir);
     ck_assert_int_eq(system(cmd), 0);
     ck_assert_int_eq(metro_test_clif(&e, "resume %s/en --set run.sweeps=20 --device cpu --quiet", dir), 2);
-    ck_assert_msg(strstr(e, "its config.ini asks 3 systems, but 2 system folders are there"), "%s", e);
+    ck_assert_msg(strstr(e, "an ensemble of 3 systems (its config.ini's first line), but 2 system folders are there"),
+                  "%s", e);
+    free(e);
+    /* an ensemble made by a --set (its config.ini as given says one system)
+     * resumes from its folders */
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/one.ini --set run.systems=3 --device cpu --output %s/by_set --quiet", dir,
+                                     dir),
+                     0);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/by_set --set run.sweeps=20 --device cpu --quiet", dir), 0);
     free(e);
     cleanup();
 }

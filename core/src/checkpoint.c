@@ -303,9 +303,9 @@ int metro__checkpoint_check(metro_sim *sim, metro_error *err)
         char diff[6000];
         name_differences(theirs, mine, diff, sizeof diff);
         rc = metro__fail(err, METRO_EUSAGE,
-                         "%s: belongs to another chain; a resume may change only [run] sweeps, output, device, "
-                         "check_every, checkpoint_minutes, drift_tolerance, systems, scan and [system] initial, "
-                         "initial_frame, numbering. What differs:\n%s",
+                         "%s: belongs to another chain; a resume may change only [run] sweeps (upward), device, "
+                         "check_every, checkpoint_minutes, drift_tolerance and [system] initial, initial_frame, "
+                         "numbering. What differs:\n%s",
                          used, diff[0] ? diff : "  (the plugins' order)");
     }
     free(mine);

@@ -158,16 +158,28 @@ int metro_ensemble_systems(const metro_options *opt, metro_error *err)
             snprintf(probe, sizeof probe, "%s/system_%03d", opt->output, k);
             if (stat(probe, &sb) != 0) break;
         }
-        /* the folders are the ensemble; its config.ini must say as many */
+        /* the config as given (its --set only as comments) with the
+         * resume's own --set, which may not change the layout */
         ensemble e;
         if (read_plan(opt, &e, err)) return -1;
         free_ensemble(&e);
-        if (e.k != k) {
+        /* the folders are the ensemble, and its config.ini's first line
+         * says how many it started with (written below, in the run) */
+        int started = 0;
+        FILE *f = fopen(opt->config_path, "r");
+        if (f) {
+            char line[512];
+            if (fgets(line, sizeof line, f) && !strstr(line, "an ensemble of")) line[0] = 0;
+            const char *p = strstr(line, "an ensemble of ");
+            if (p) started = atoi(p + 15);
+            fclose(f);
+        }
+        if (started > 0 && started != k) {
             metro__fail(err, METRO_EUSAGE,
-                        "%s: its config.ini asks %d systems, but %d system folders are there (system_000 ... "
-                        "system_%03d): a resume continues the folders it finds, so restore the missing ones (or remove "
-                        "the extra ones)",
-                        opt->output, e.k, k, k - 1);
+                        "%s: an ensemble of %d systems (its config.ini's first line), but %d system folders are there "
+                        "(system_000 ... system_%03d): a resume continues the folders it finds, so restore the missing "
+                        "ones (or remove the extra ones)",
+                        opt->output, started, k, k - 1);
             return -1;
         }
         return k;
@@ -471,7 +483,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         metro_options dry = so[i].o;
         dry.dry_run = 1;
         metro_sim *s = NULL;
-        if ((rc = metro_sim_create(&dry, &s, err))) metro__fail(err, rc, "(system %d of %d)", i, e.k);
+        if ((rc = metro_sim_create(&dry, &s, err))) metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
         metro_sim_destroy(s);
     }
     /* a dry run of an ensemble checks every system, as above, and no more */
@@ -500,7 +512,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     }
     metro__ranks_barrier(); /* the ensemble's folder exists before any system's */
     for (int i = me; i < e.k && !rc; i += S)
-        if ((rc = metro_sim_create(&so[i].o, &jobs[i].sim, err))) metro__fail(err, rc, "(system %d of %d)", i, e.k);
+        if ((rc = metro_sim_create(&so[i].o, &jobs[i].sim, err))) metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
     if (!rc) {
         /* this rank's systems: the sampler may share launches among them */
         metro_sim **mine = metro__xcalloc((size_t)e.k, sizeof *mine);

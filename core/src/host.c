@@ -127,6 +127,12 @@ static int h_uniform(metro_ctx *ctx, float *out, size_t n)
 
 static int h_kernel(metro_ctx *ctx, const char *name, void **kernel)
 {
+    /* a dry run creates the plugins without linking: a kernel asked for
+     * there is never launched */
+    if (!ctx->sim->library && ctx->sim->dry && ctx->sim->setup.backend == METRO_BACKEND_CUDA) {
+        *kernel = NULL;
+        return 0;
+    }
     if (!ctx->sim->library) return h_fail(ctx, "kernel '%s' asked for on the CPU backend", name);
     cudaKernel_t k;
     cudaError_t e = cudaLibraryGetKernel(&k, (cudaLibrary_t)ctx->sim->library, name);

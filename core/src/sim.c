@@ -78,8 +78,9 @@ static int valid_section(const char *s)
            !strcmp(s, "sampler") || (!strncmp(s, "observable ", 11) && s[11]);
 }
 
-/* The value of a parameter that names an observable's files (file,
- * prefix, format: plugin.h), NULL when its plugin has no such parameter. */
+/* The value of a parameter that names an observable's files or picks
+ * which it writes (file, prefix, format, replicas, slots: plugin.h), NULL
+ * when its plugin has no such parameter. */
 static const char *naming_value(const metro_params *p, const char *key)
 {
     for (int j = 0; j < p->n; ++j)
@@ -95,25 +96,25 @@ static const char *naming_value(const metro_params *p, const char *key)
  * run-time claims (rundir.c) catch what this cannot see. */
 static int check_observable_files(metro_sim *sim, metro_error *err)
 {
-    static const char *const keys[] = {"file", "prefix", "format"};
+    static const char *const keys[] = {"file", "prefix", "format", "replicas", "slots"};
     for (int j = 1; j < sim->nobs; ++j)
         for (int i = 0; i < j; ++i) {
             const metro_ctx *a = &sim->obs[i], *b = &sim->obs[j];
             if (a->plugin != b->plugin) continue;
-            int differ = 0;
-            char same[64] = "", other[64] = ""; /* the naming keys the plugin has: "file and format" */
-            for (int k = 0; k < 3; ++k) {
+            int differ = 0, named = 0;
+            const char *name_key = NULL; /* the key that names the files: file, else prefix */
+            for (int k = 0; k < 5; ++k) {
                 const char *va = naming_value(a->params, keys[k]), *vb = naming_value(b->params, keys[k]);
                 if (!va) continue;
+                named = 1;
                 differ |= strcmp(va, vb) != 0;
-                snprintf(same + strlen(same), sizeof same - strlen(same), "%s%s", same[0] ? " and " : "", keys[k]);
-                snprintf(other + strlen(other), sizeof other - strlen(other), "%s%s", other[0] ? " or " : "", keys[k]);
+                if (!name_key && k < 2) name_key = keys[k];
             }
-            if (!differ && same[0])
+            if (!differ && named)
                 return metro__fail(err, METRO_EUSAGE, "%s: [%s]: writes the same files as [%s] (plugin %s, the same "
-                                                      "%s): give one of them another %s",
+                                                      "parameters that name them): give one of them another %s",
                                    metro__config_section_where(sim->cfg, b->section), b->section, a->section,
-                                   b->plugin->d->name, same, other);
+                                   b->plugin->d->name, name_key ? name_key : "section's parameters");
             if (!differ)
                 return metro__fail(err, METRO_EUSAGE, "%s: [%s]: writes the same files as [%s] (plugin %s names its "
                                                       "files itself): a run has one section of it",
@@ -298,17 +299,15 @@ static int create_plugin(metro_sim *sim, metro_ctx *c, metro_error *err)
     return metro__plugin_failed(c, err, METRO_EUSAGE, "refused its parameters");
 }
 
-/* A dry run's observables: created, so that their own checks (a cell the
- * potential must publish, a species they name) refuse a config as the run
- * would, but as on the CPU: on CUDA some look up their kernels in
- * create(), and a dry run links no device code. */
+/* A dry run's observables: created on the run's backend, so that their
+ * own checks (a cell the potential must publish, a species they name, a
+ * histogram on the GPU) refuse a config as the run would.  No device code
+ * is linked: a kernel one asks for in create() is NULL (host.c), and their
+ * device buffers come only at the first measurement. */
 static int dry_observables(metro_sim *sim, metro_error *err)
 {
-    const metro_backend backend = sim->setup.backend;
-    sim->setup.backend = METRO_BACKEND_CPU;
     int rc = METRO_OK;
     for (int i = 0; i < sim->nobs && !rc; ++i) rc = create_plugin(sim, &sim->obs[i], err);
-    sim->setup.backend = backend;
     return rc;
 }
 
@@ -348,6 +347,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     sim->checkpoint_minutes = metro__param_real(sim->run, "checkpoint_minutes");
     sim->drift_tolerance = metro__param_real(sim->run, "drift_tolerance");
     if ((rc = check_run_keys(sim, err))) goto fail;
+    sim->dry = opt->dry_run;
     if (opt->device && strcmp(opt->device, "auto") && strcmp(opt->device, "cpu") && strcmp(opt->device, "cuda")) {
         rc = metro__fail(err, METRO_EUSAGE, "--device %s: unknown backend (allowed: auto, cpu, cuda)", opt->device);
         goto fail;

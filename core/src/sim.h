@@ -86,6 +86,7 @@ struct metro_sim {
     double drift_tolerance;
     int warned_direct;            /* the slow direct energy sum was announced (backend.c) */
     int quiet;
+    int dry;                      /* a dry run: no device code is linked (host.c's kernel()) */
     char *dir;                    /* run directory, NULL for none */
     int lock_fd;                  /* the run directory's lock, -1 for none */
     FILE *log;

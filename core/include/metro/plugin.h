@@ -150,9 +150,9 @@ typedef struct metro_host_api {
      * checked.  A file has one writer: a name another section (or the
      * core: config.ini, log.txt, checkpoint.bin) writes is refused.  An
      * observable whose file names depend on its parameters names those
-     * parameters file, prefix or format: two sections of one plugin that
-     * agree on all of them (or whose plugin has none) are refused before
-     * the run starts. */
+     * parameters file, prefix, format, replicas or slots: two sections of
+     * one plugin that agree on all of them (or whose plugin has none) are
+     * refused before the run starts. */
     FILE *(*open_output)(metro_ctx *ctx, const char *filename);
     /* The run directory, for messages. */
     const char *(*run_dir)(metro_ctx *ctx);
