@@ -44,6 +44,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "frames.h"
 
 #define LB 7.117 /* Bjerrum length, Å */
 #define D 7.5    /* diameter of both species, Å */
@@ -155,52 +156,42 @@ static int cmp_int(const void *a, const void *b)
     return *(const int *)a - *(const int *)b;
 }
 
-/* The first frame of metro's extended XYZ at path into p (n ions, charges
- * from the charge column); its cell radius to *R.  Every ion must lie in
- * the ball of radius R − D/2 and touch no other: an error names the line. */
-static int load_xyz(const char *path, ion *p, int n, double *R)
+/* The first frame of the trajectory at path (metro's extended XYZ, or GSD
+ * with charges) into p, through the core's reader (count, finite values);
+ * the cell radius from the XYZ comment line's cell_radius to *R.  Every ion
+ * must lie in the ball of radius R − D/2: an error names the ion. */
+static int load_frame(const char *path, ion *p, int n, double *R)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        perror(path);
+    metro__frame_in f;
+    char err[4096];
+    if (metro__frames_read(path, 0, &f, err, sizeof err)) {
+        fprintf(stderr, "hier_chain_depth: %s\n", err);
         return -1;
     }
-    char line[4096];
-    long count = -1;
-    int ln = 0, ok = 0;
-    const char *cr;
-    if (fgets(line, sizeof line, f)) {
-        ++ln;
-        count = strtol(line, NULL, 10);
-    }
-    if (count != n) {
-        fprintf(stderr, "hier_chain_depth: %s:%d: %ld ions, N is %d\n", path, ln, count, n);
-        goto out;
-    }
-    if (!fgets(line, sizeof line, f) || !(cr = strstr(line, "cell_radius=")) || sscanf(cr + 12, "%lf", R) != 1 ||
-        !(*R > D)) {
+    int ok = 0;
+    char line[4096] = "";
+    const char *cr = NULL;
+    FILE *in = fopen(path, "r");
+    if (in && fgets(line, sizeof line, in) && fgets(line, sizeof line, in)) cr = strstr(line, "cell_radius=");
+    if (in) fclose(in);
+    if (f.particles != n || !f.charge) {
+        fprintf(stderr, "hier_chain_depth: %s: %d ions%s, N is %d\n", path, f.particles, f.charge ? "" : " without charges",
+                n);
+    } else if (!cr || sscanf(cr + 12, "%lf", R) != 1 || !(*R > D)) {
         fprintf(stderr, "hier_chain_depth: %s:2: no cell_radius=R (R > %g Å) in the comment line\n", path, D);
-        goto out;
-    }
-    ln = 2;
-    const double rin = *R - D / 2, tol = 1e-6 * *R; /* the file's float places, printed to 9 digits */
-    for (int i = 0; i < n; ++i) {
-        char sp[64];
-        ++ln;
-        if (!fgets(line, sizeof line, f) ||
-            sscanf(line, "%63s %lf %lf %lf %lf", sp, &p[i].x, &p[i].y, &p[i].z, &p[i].q) != 5 ||
-            !isfinite(p[i].x + p[i].y + p[i].z + p[i].q) || p[i].q == 0.0) {
-            fprintf(stderr, "hier_chain_depth: %s:%d: expected species, x, y, z and a charge other than 0\n", path, ln);
-            goto out;
-        }
-        if (sqrt(p[i].x * p[i].x + p[i].y * p[i].y + p[i].z * p[i].z) > rin + tol) {
-            fprintf(stderr, "hier_chain_depth: %s:%d: ion %d lies outside the ball of radius %g Å\n", path, ln, i, rin);
-            goto out;
+    } else {
+        const double rin = *R - D / 2, tol = 1e-6 * *R; /* the file's float places, printed to 9 digits */
+        ok = 1;
+        for (int i = 0; i < n && ok; ++i) {
+            p[i] = (ion){f.xyz[3 * i], f.xyz[3 * i + 1], f.xyz[3 * i + 2], f.charge[i]};
+            if (p[i].q == 0.0 || sqrt(p[i].x * p[i].x + p[i].y * p[i].y + p[i].z * p[i].z) > rin + tol) {
+                fprintf(stderr, "hier_chain_depth: %s: ion %d is %s\n", path, i,
+                        p[i].q == 0.0 ? "neutral" : "outside the ball of radius R - D/2");
+                ok = 0;
+            }
         }
     }
-    ok = 1;
-out:
-    fclose(f);
+    metro__frame_in_free(&f);
     return ok ? 0 : -1;
 }
 
@@ -230,7 +221,7 @@ int main(int argc, char **argv)
     }
     ion *p = malloc((size_t)n * sizeof *p);
     double R = 3795.0 * cbrt(n / 1048576.0);
-    if (!p || (argc > 7 && load_xyz(argv[7], p, n, &R) != 0)) {
+    if (!p || (argc > 7 && load_frame(argv[7], p, n, &R) != 0)) {
         if (!p) fprintf(stderr, "hier_chain_depth: out of memory\n");
         return 1;
     }

@@ -106,9 +106,8 @@ static int take_lock(metro_sim *sim, const char *dir, metro_error *err)
     if (fd < 0) return metro__fail(err, METRO_ERUN, "%s: cannot be created: %s", path, strerror(errno));
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     if (fcntl(fd, F_SETLK, &fl) != 0) {
-        struct flock who = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
-        long pid = fcntl(fd, F_GETLK, &who) == 0 && who.l_type != F_UNLCK ? (long)who.l_pid : -1;
         close(fd);
+        const long pid = lock_holder(dir);
         if (pid > 0)
             return metro__fail(err, METRO_EUSAGE,
                                "%s: in use by another metro process (PID %ld); wait for it to end or stop it first",
