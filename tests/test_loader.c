@@ -1,8 +1,10 @@
 /* test_loader — the loader refuses each broken plugin with a message that
  * names the file, and finds real ones along the search path. */
 #include <stdlib.h>
+#include <unistd.h>
 #include <string.h>
 
+#include "config.h"
 #include "loader.h"
 #include "testutil.h"
 
@@ -30,6 +32,51 @@ END_TEST
 START_TEST(missing_function) { expect_refused(FAKE "/a/missing_fn.so", "lacks the required function advance()"); }
 END_TEST
 START_TEST(not_a_file) { expect_refused(FAKE "/a/nothing_here.so", "no such plugin file"); }
+END_TEST
+
+START_TEST(bad_name)
+{
+    expect_refused(FAKE "/a/bad-name.so", "'bad-name' is not a plugin name");
+}
+END_TEST
+
+/* a plugin's own declarations are checked when it loads, so that none of
+ * their mistakes is ever blamed on a user's config line */
+START_TEST(bad_declarations)
+{
+    static const char *const needle[] = {
+        "parameter 'knob' is declared twice",
+        "parameter 'span' has the range [5, -5]",
+        "parameter 'level': its default '1.5' is invalid: '1.5' is not an integer",
+        "parameter 'mode': its default 'c' is invalid: 'c' is not allowed (one of a|b)",
+        "parameter 'plugin' is one of the core's own keys",
+        "parameter 'x=y': not a key a config can hold",
+        "parameter 'odd' has the unknown type 42",
+        "parameter 'wide' has the range [-inf, 2]",
+    };
+    char file[512];
+    snprintf(file, sizeof file, FAKE "/a/decl%d.so", _i + 1);
+    expect_refused(file, needle[_i]);
+}
+END_TEST
+
+/* reading a parameter the plugin never declared ends the process with a
+ * message and exit 1 (run time), not abort() */
+START_TEST(undeclared_read_exits)
+{
+    static const metro_param_decl decls[] = {{"knob", METRO_PARAM_REAL, "1", 0, 2, NULL, "", "a knob"},
+                                             METRO_PARAM_END};
+    metro__config *c = NULL;
+    metro_error err = {0};
+    metro_params *p = NULL;
+    /* no ck_assert here: in an exit test a failed one exits 1 as well */
+    if (metro__config_parse("t.ini", "[sampler]\nknob = 1.5\n", &c, &err) ||
+        metro__params_build(c, "sampler", decls, NULL, &p, &err) || metro__param_real(p, "knob") != 1.5)
+        _exit(99);
+    (void)metro__param_real(p, _i ? "knob_typo" : "knob");
+    if (!_i) (void)metro__param_int(p, "knob"); /* declared a real */
+    _exit(98); /* neither read ended the process */
+}
 END_TEST
 
 START_TEST(duplicate)
@@ -88,6 +135,9 @@ int main(void)
     tcase_add_test(tc, missing_function);
     tcase_add_test(tc, not_a_file);
     tcase_add_test(tc, duplicate);
+    tcase_add_test(tc, bad_name);
+    tcase_add_loop_test(tc, bad_declarations, 0, 8);
+    tcase_add_loop_exit_test(tc, undeclared_read_exits, METRO_ERUN, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("search");
     tcase_add_test(tc, search_path_order);

@@ -252,6 +252,8 @@ START_TEST(claims_of_files)
         ck_assert_int_eq(metro__output_claim(&a, *f), -1);
         ck_assert_msg(strstr(a.err, "is the core's own file"), "%s: %s", *f, a.err);
     }
+    ck_assert_int_eq(metro__output_claim(&a, "x.csv.tmp"), -1);
+    ck_assert_msg(strstr(a.err, "a temporary's name"), "%s", a.err);
     metro__output_claims_free(sim);
     free(sim);
 }
@@ -282,6 +284,44 @@ START_TEST(one_writer_a_file)
     ck_assert_int_eq(metro_test_clif(&e, "run %s/pt.ini --device cpu --output %s/pt --quiet", dir, dir), 0);
     free(e);
     ck_assert_msg(exists("pt/trajectory_r1.gsd") && exists("pt/trajectory_t1.gsd"), "by replica and by slot");
+    cleanup();
+}
+END_TEST
+
+/* A plugin opening its output in create(), before the run directory
+ * exists, is refused (its file went nowhere, and the run said "results
+ * written"); a `file` naming one of the core's files, or a temporary's, is
+ * refused before the run starts, not at its end (tests/plugins/writer.c) */
+START_TEST(output_rules_of_plugins)
+{
+    fresh_dir();
+    static const char *const cases[][3] = {
+        {"open_in = create", "'writer.txt' opened in create(): result files are opened in measure() or finish()", ""},
+        {"file = log.txt", "w.ini:12: [observable w] file: 'log.txt' is the core's own file", "--dry-run"},
+        {"file = log.txt", "w.ini:12: [observable w] file: 'log.txt' is the core's own file", ""},
+        {"file = checkpoint.bin.tmp", "[observable w] file: 'checkpoint.bin.tmp' is a temporary's name", ""},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; ++k) {
+        metro_test_write(dir, "w.ini", "[run]\nsweeps = 4\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
+                                       "[sampler]\nplugin = metropolis\ntemperature = 1\n\n[observable w]\n%s\nplugin = writer\n",
+                         cases[k][0]);
+        char *e;
+        const int rc = metro_test_clif(&e, "run %s/w.ini --device cpu --output %s/w --quiet %s", dir, dir, cases[k][2]);
+        ck_assert_msg(rc == 2 && strstr(e, cases[k][1]), "case %zu: exit %d: %s", k, rc, e);
+        ck_assert_msg(!exists("w"), "case %zu: a refused run wrote its directory", k);
+        free(e);
+    }
+    /* the same plugin opening its file in finish() writes it */
+    metro_test_write(dir, "w.ini", "[run]\nsweeps = 4\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
+                                   "[sampler]\nplugin = metropolis\ntemperature = 1\n[observable w]\nplugin = writer\n");
+    char *e;
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/w.ini --device cpu --output %s/w --quiet", dir, dir), 0);
+    free(e);
+    char path[256];
+    snprintf(path, sizeof path, "%s/w/writer.txt", dir);
+    char *text = metro_test_slurp(path);
+    ck_assert_msg(text && !strcmp(text, "written in finish()\n"), "%s", text ? text : "(no writer.txt)");
+    free(text);
     cleanup();
 }
 END_TEST
@@ -662,6 +702,9 @@ END_TEST
 
 int main(void)
 {
+    /* tests/plugins/writer.so, for output_rules_of_plugins (the runs are
+     * child processes: they inherit it) */
+    setenv("METRO_PLUGIN_PATH", METRO_TEST_BINARY_DIR "/tests/fake-plugins/obs", 1);
     Suite *s = suite_create("rundir");
     TCase *tc = tcase_create("lose_nothing");
     tcase_set_timeout(tc, 300);
@@ -672,6 +715,7 @@ int main(void)
     tcase_add_test(tc, refused_run_writes_nothing);
     tcase_add_test(tc, one_writer_a_file);
     tcase_add_test(tc, claims_of_files);
+    tcase_add_test(tc, output_rules_of_plugins);
     tcase_add_test(tc, write_error_leaves_no_result);
     tcase_add_test(tc, stale_temporaries_removed);
     tcase_add_test(tc, sweep_counts_cannot_overflow);

@@ -430,6 +430,7 @@ static const char *type_name(metro_param_type t)
 void metro__decl_allowed(const metro_param_decl *d, char *buf, size_t n)
 {
     const char *unit = d->unit && *d->unit ? d->unit : NULL;
+    snprintf(buf, n, "an unknown type %d", (int)d->type); /* the loader refuses it: never shown to a user */
     switch (d->type) {
     case METRO_PARAM_INT:
         snprintf(buf, n, "integer in [%.0f, %.0f]", d->min, d->max);
@@ -583,6 +584,75 @@ static int parse_value(const metro_param_decl *d, const char *text, struct metro
     return -1;
 }
 
+static int key_name_ok(const char *s)
+{
+    if (!(isalpha((unsigned char)*s) || *s == '_')) return 0;
+    for (++s; *s; ++s)
+        if (!(isalnum((unsigned char)*s) || *s == '_')) return 0;
+    return 1;
+}
+
+int metro__decls_check(const metro_param_decl *decls, const char *const *reserved, char *why, size_t n)
+{
+    for (int i = 0; decls && decls[i].name; ++i) {
+        const metro_param_decl *d = &decls[i];
+        if (!key_name_ok(d->name)) {
+            snprintf(why, n, "parameter '%.64s': not a key a config can hold (letters, digits and _, not starting "
+                             "with a digit)", d->name);
+            return -1;
+        }
+        for (int j = 0; j < i; ++j)
+            if (!strcmp(decls[j].name, d->name)) {
+                snprintf(why, n, "parameter '%s' is declared twice", d->name);
+                return -1;
+            }
+        for (int j = 0; reserved && reserved[j]; ++j)
+            if (!strcmp(reserved[j], d->name)) {
+                snprintf(why, n, "parameter '%s' is one of the core's own keys of the section", d->name);
+                return -1;
+            }
+        if (d->type < METRO_PARAM_INT || d->type > METRO_PARAM_REAL_LIST) {
+            snprintf(why, n, "parameter '%s' has the unknown type %d (allowed: METRO_PARAM_INT ... "
+                             "METRO_PARAM_REAL_LIST)", d->name, (int)d->type);
+            return -1;
+        }
+        if (!d->doc) {
+            snprintf(why, n, "parameter '%s' is declared without a doc line", d->name);
+            return -1;
+        }
+        const int ranged = d->type == METRO_PARAM_INT || d->type == METRO_PARAM_REAL || d->type == METRO_PARAM_REAL_LIST;
+        if (ranged && !(isfinite(d->min) && isfinite(d->max) && d->min <= d->max)) {
+            snprintf(why, n, "parameter '%s' has the range [%g, %g] (it needs finite ends, min <= max)", d->name,
+                     d->min, d->max);
+            return -1;
+        }
+        if (d->type == METRO_PARAM_CHOICE) {
+            const char *c = d->choices;
+            int empty = !c || !*c;
+            for (const char *p = c; !empty && p && *p; ++p) empty |= *p == '|' && (p == c || p[1] == '|' || !p[1]);
+            if (empty) {
+                snprintf(why, n, "parameter '%s' is a choice without its choices, or with an empty one ('%s')",
+                         d->name, c ? c : "");
+                return -1;
+            }
+        }
+        if (d->default_value) {
+            struct metro__value v = {0};
+            char bad[200];
+            const int rc = parse_value(d, d->default_value, &v, bad, sizeof bad);
+            free(v.list);
+            if (rc) {
+                char allowed[512];
+                metro__decl_allowed(d, allowed, sizeof allowed);
+                snprintf(why, n, "parameter '%s': its default '%.64s' is invalid: %s (%s)", d->name, d->default_value,
+                         bad, allowed);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
 static int count_decls(const metro_param_decl *d)
 {
     int n = 0;
@@ -705,14 +775,18 @@ static const struct metro__value *get(const metro_params *p, const char *name,
         if (!strcmp(p->decls[j].name, name)) {
             if (p->decls[j].type != type &&
                 !(type == METRO_PARAM_STRING && p->decls[j].type == METRO_PARAM_CHOICE)) {
-                fprintf(stderr, "metro: plugin bug: [%s] %s read as the wrong type\n", p->section,
-                        name);
-                abort();
+                /* a plugin's own mistake, which no config can cause or mend: the
+                 * process ends as a failed allocation does (exit 1), with the
+                 * message, never abort() */
+                fprintf(stderr, "metro: [%s] %s: the section's plugin reads it as another type than it declares "
+                                "(a plugin bug)\n", p->section, name);
+                exit(METRO_ERUN);
             }
             return &p->v[j];
         }
-    fprintf(stderr, "metro: plugin bug: [%s] reads undeclared parameter '%s'\n", p->section, name);
-    abort();
+    fprintf(stderr, "metro: [%s] %s: the section's plugin reads a parameter it does not declare (a plugin bug)\n",
+            p->section, name);
+    exit(METRO_ERUN);
 }
 
 long metro__param_int(const metro_params *p, const char *name)

@@ -112,7 +112,16 @@ void metro__params_write(FILE *f, const metro_params *p);
 /* Describe the allowed values of a declaration ("real in [0, 1], K"). */
 void metro__decl_allowed(const metro_param_decl *d, char *buf, size_t n);
 
-/* The host-API getters (abort on an undeclared name: a plugin bug). */
+/* A plugin's declarations, checked once when it is loaded, so that its
+ * mistakes are never blamed on a user's config: each name a key a config
+ * can hold ([A-Za-z_][A-Za-z0-9_]*), given once, not one of the core's
+ * keys `reserved`; a known type; a finite range with min <= max; choices
+ * "a|b" without an empty one; a default that its own rule accepts.  0, or
+ * -1 with what is wrong (naming the parameter) in why. */
+int metro__decls_check(const metro_param_decl *decls, const char *const *reserved, char *why, size_t n);
+
+/* The host-API getters (an undeclared name or the wrong type is a plugin
+ * bug: the process exits 1 naming it). */
 long metro__param_int(const metro_params *p, const char *name);
 double metro__param_real(const metro_params *p, const char *name);
 int metro__param_bool(const metro_params *p, const char *name);

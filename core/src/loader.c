@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "config.h"
 #include "util.h"
 
 #ifndef METRO_INSTALL_PLUGIN_DIR
@@ -25,6 +26,24 @@ const char *metro__kind_name(metro_kind k)
     case METRO_KIND_OBSERVABLE: return "observable";
     }
     return "unknown kind";
+}
+
+const char *const *metro__core_keys(metro_kind k)
+{
+    static const char *const potential[] = {"plugin", "species", NULL}, *const sampler[] = {"plugin", NULL},
+                             *const observable[] = {"plugin", "every", NULL};
+    return k == METRO_KIND_POTENTIAL ? potential : k == METRO_KIND_OBSERVABLE ? observable : sampler;
+}
+
+/* A plugin's name is a C identifier: its device code's symbols are built
+ * from it (NAME__pair_energy, ...), so another name fails only at the link
+ * on a GPU */
+static int identifier(const char *s)
+{
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return 0;
+    for (++s; *s; ++s)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_')) return 0;
+    return 1;
 }
 
 const char *const *metro__plugin_dirs(void)
@@ -138,6 +157,9 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
     else if (!d->name || !d->version || !d->summary || !d->api)
         rc = metro__fail(err, METRO_EUSAGE, "%s: descriptor lacks %s", path,
                          !d->name ? "a name" : !d->version ? "a version" : !d->summary ? "a summary" : "its function table");
+    else if (!identifier(d->name))
+        rc = metro__fail(err, METRO_EUSAGE, "%s: '%s' is not a plugin name: letters, digits and _, not starting with "
+                                            "a digit (its device code's names are built from it)", path, d->name);
     else if (strlen(d->name) != stem || strncmp(d->name, base, stem))
         rc = metro__fail(err, METRO_EUSAGE, "%s: calls itself '%s'; a plugin's name must match its file (%.*s.so)",
                          path, d->name, (int)stem, base);
@@ -146,11 +168,10 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
                          ((const uint32_t *)d->api)[0], METRO_ABI_VERSION);
     else
         rc = check_api(d, path, err);
-    for (int i = 0; !rc && d->params && d->params[i].name; ++i)
-        if (!d->params[i].type || !d->params[i].doc ||
-            (d->params[i].type == METRO_PARAM_CHOICE && !d->params[i].choices))
-            rc = metro__fail(err, METRO_EUSAGE, "%s: parameter '%s' is declared without %s", path,
-                             d->params[i].name, !d->params[i].type ? "a type" : !d->params[i].doc ? "a doc line" : "its choices");
+    char why[512];
+    if (!rc && metro__decls_check(d->params, metro__core_keys(d->kind), why, sizeof why))
+        rc = metro__fail(err, METRO_EUSAGE, "%s: %s (a mistake in the plugin's declarations: rebuild it with them "
+                                            "mended)", path, why);
     for (int i = 0; !rc && i < nregistry; ++i)
         if (!strcmp(registry[i]->d->name, d->name))
             rc = metro__fail(err, METRO_EUSAGE, "%s: duplicate plugin name '%s' (already loaded from %s)",

@@ -39,4 +39,9 @@ int metro__plugin_each(void (*fn)(const metro__plugin *p, void *user), void *use
 
 const char *metro__kind_name(metro_kind k);
 
+/* The keys the core reads in a plugin's section besides its parameters
+ * (plugin; species for a potential term; every for an observable), which
+ * no plugin may declare. */
+const char *const *metro__core_keys(metro_kind k);
+
 #endif

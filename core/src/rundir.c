@@ -308,6 +308,18 @@ static int out_close(void *cookie)
 static const char *const core_files[] = {"config.ini", "log.txt", "checkpoint.bin", "checkpoint.bin.prev",
                                          "gnuplot.log", NULL};
 
+const char *metro__core_file(const char *filename)
+{
+    for (int i = 0; core_files[i]; ++i)
+        if (!strcmp(filename, core_files[i]))
+            return "the core's own file in the run directory (config.ini, log.txt, checkpoint.bin and .prev, "
+                   "gnuplot.log)";
+    const size_t l = strlen(filename);
+    if (l >= 4 && !strcmp(filename + l - 4, ".tmp"))
+        return "a temporary's name (a run's start removes every *.tmp in its directory)";
+    return NULL;
+}
+
 /* trajectories append from their writer threads (observables/trajectory),
  * one a section, so claims are made under a lock */
 static pthread_mutex_t claims_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -325,12 +337,19 @@ int metro__output_claim(metro_ctx *ctx, const char *filename)
 static int claim_locked(metro_ctx *ctx, const char *filename)
 {
     metro_sim *sim = ctx->sim;
-    for (int i = 0; core_files[i]; ++i)
-        if (!strcmp(filename, core_files[i])) {
-            snprintf(ctx->err, sizeof ctx->err, "'%s' is the core's own file in the run directory (config.ini, log.txt, "
-                                                "checkpoint.bin and .prev, gnuplot.log): give another name", filename);
-            return -1;
-        }
+    /* the run directory is made after every create() has passed (nothing
+     * is written before everything is valid): a file opened there would
+     * have nowhere to go */
+    if (sim->creating) {
+        snprintf(ctx->err, sizeof ctx->err, "'%s' opened in create(): result files are opened in measure() or "
+                                            "finish(), once the run directory exists (a plugin bug)", filename);
+        return -1;
+    }
+    const char *why = metro__core_file(filename);
+    if (why) {
+        snprintf(ctx->err, sizeof ctx->err, "'%s' is %s: give another name", filename, why);
+        return -1;
+    }
     for (int i = 0; i < sim->nclaims; ++i)
         if (!strcmp(sim->claims[i], filename)) {
             if (!strcmp(sim->claim_owner[i], ctx->section)) return 0;

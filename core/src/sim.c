@@ -25,8 +25,6 @@
 #include "util.h"
 
 static const char *const plugin_key[] = {"plugin", NULL};
-static const char *const term_keys[] = {"plugin", "species", NULL};
-static const char *const observable_keys[] = {"plugin", "every", NULL};
 
 /* ---- config -> plugins ----------------------------------------------------- */
 
@@ -51,10 +49,11 @@ static int bind_plugin(metro_sim *sim, metro_ctx *ctx, const char *section, metr
         int present = 0;
         for (int i = 0; i < sim->cfg->nsections; ++i) present |= !strcmp(sim->cfg->sections[i], section);
         if (!present)
-            return metro__fail(err, METRO_EUSAGE, "%s: [%s]: section missing (it needs plugin = NAME of a %s; see metro list)",
-                               sim->cfg->path, section, metro__kind_name(kind));
-        return metro__fail(err, METRO_EUSAGE, "%s: [%s] plugin: required but not given (the name of a %s; see metro list)",
-                           metro__config_section_where(sim->cfg, section), section, metro__kind_name(kind));
+            return metro__fail(err, METRO_EUSAGE, "%s: [%s]: section missing (it needs plugin = NAME of %s %s; see metro list)",
+                               sim->cfg->path, section, kind == METRO_KIND_OBSERVABLE ? "an" : "a", metro__kind_name(kind));
+        return metro__fail(err, METRO_EUSAGE, "%s: [%s] plugin: required but not given (the name of %s %s; see metro list)",
+                           metro__config_section_where(sim->cfg, section), section,
+                           kind == METRO_KIND_OBSERVABLE ? "an" : "a", metro__kind_name(kind));
     }
     metro_error perr = {0};
     if (metro__plugin_find(e->value, kind, &ctx->plugin, &perr)) {
@@ -97,6 +96,16 @@ static const char *naming_value(const metro_params *p, const char *key)
 static int check_observable_files(metro_sim *sim, metro_error *err)
 {
     static const char *const keys[] = {"file", "prefix", "format", "replicas", "slots"};
+    /* a file named after one of the core's would be refused only when it is
+     * first opened, perhaps at the run's end */
+    for (int i = 0; i < sim->nobs; ++i) {
+        const char *file = naming_value(sim->obs[i].params, "file"), *why = file ? metro__core_file(file) : NULL;
+        if (!why) continue;
+        metro__entry *e = metro__config_find(sim->cfg, sim->obs[i].section, "file");
+        return metro__fail(err, METRO_EUSAGE, "%s: [%s] file: '%s' is %s: give another name",
+                           e ? e->where : metro__config_section_where(sim->cfg, sim->obs[i].section),
+                           sim->obs[i].section, file, why);
+    }
     for (int j = 1; j < sim->nobs; ++j)
         for (int i = 0; i < j; ++i) {
             const metro_ctx *a = &sim->obs[i], *b = &sim->obs[j];
@@ -156,7 +165,7 @@ static int read_config(metro_sim *sim, const metro_options *opt, metro_error *er
         metro_ctx *t = &sim->terms[sim->nterms++];
         memset(t, 0, sizeof *t);
         t->host_rng = 1; /* initial configurations are drawn on the host: same on both backends */
-        rc |= bind_plugin(sim, t, s, METRO_KIND_POTENTIAL, term_keys, err);
+        rc |= bind_plugin(sim, t, s, METRO_KIND_POTENTIAL, metro__core_keys(METRO_KIND_POTENTIAL), err);
     }
     if (!sim->nterms) {
         sim->terms = metro__xcalloc(1, sizeof *sim->terms);
@@ -170,7 +179,7 @@ static int read_config(metro_sim *sim, const metro_options *opt, metro_error *er
         sim->obs = metro__xrealloc(sim->obs, sizeof *sim->obs * (size_t)(sim->nobs + 1));
         metro_ctx *o = &sim->obs[sim->nobs++];
         memset(o, 0, sizeof *o);
-        rc |= bind_plugin(sim, o, s, METRO_KIND_OBSERVABLE, observable_keys, err);
+        rc |= bind_plugin(sim, o, s, METRO_KIND_OBSERVABLE, metro__core_keys(METRO_KIND_OBSERVABLE), err);
         o->every = 1;
         metro__entry *e = metro__config_find(sim->cfg, s, "every");
         if (e) {
@@ -282,6 +291,7 @@ static int create_plugin(metro_sim *sim, metro_ctx *c, metro_error *err)
 {
     const void *api = c->plugin->d->api;
     int bad;
+    sim->creating = 1;
     switch (c->plugin->d->kind) {
     case METRO_KIND_POTENTIAL:
         bad = ((const metro_potential_api *)api)->create(&metro__host_api, c, c->params, &sim->setup, &c->self);
@@ -294,6 +304,7 @@ static int create_plugin(metro_sim *sim, metro_ctx *c, metro_error *err)
         bad = ((const metro_observable_api *)api)->create(&metro__host_api, c, c->params, &sim->setup, &c->self);
     }
     sim->setup.every = 0;
+    sim->creating = 0;
     if (!bad) return METRO_OK;
     c->self = NULL;
     return metro__plugin_failed(c, err, METRO_EUSAGE, "refused its parameters");

@@ -87,6 +87,7 @@ struct metro_sim {
     int warned_direct;            /* the slow direct energy sum was announced (backend.c) */
     int quiet;
     int dry;                      /* a dry run: no device code is linked (host.c's kernel()) */
+    int creating;                 /* inside a plugin's create(): no run directory yet, so no output (rundir.c) */
     char *dir;                    /* run directory, NULL for none */
     int lock_fd;                  /* the run directory's lock, -1 for none */
     FILE *log;
@@ -168,6 +169,9 @@ FILE *metro__output_open(metro_ctx *ctx, const char *filename);
  * reason in ctx->err otherwise.  metro__output_open and the trajectories
  * check through it. */
 int metro__output_claim(metro_ctx *ctx, const char *filename);
+/* NULL, or why no plugin may write `filename` in a run directory: one of
+ * the core's own files, or a temporary's name (*.tmp, removed at start) */
+const char *metro__core_file(const char *filename);
 void metro__output_claims_free(metro_sim *sim);
 int metro__outputs_commit(metro_sim *sim, metro_error *err);
 /* host->plot, and running the scripts after the commit. */

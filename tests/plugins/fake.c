@@ -29,8 +29,26 @@ __attribute__((unused)) static const metro_sampler_api api = {
 #endif
     s_sync, s_sync, s_save, s_restore, NULL, NULL, NULL, NULL, NULL};
 
+/* FAKE_DECL: one mistake in the declarations (a second parameter) */
 __attribute__((unused)) static const metro_param_decl params[] = {
     {"knob", METRO_PARAM_REAL, "1", 0, 2, NULL, "", "a knob"},
+#if FAKE_DECL == 1
+    {"knob", METRO_PARAM_INT, "1", 0, 2, NULL, "", "the same name again"},
+#elif FAKE_DECL == 2
+    {"span", METRO_PARAM_REAL, "1", 5, -5, NULL, "", "min above max"},
+#elif FAKE_DECL == 3
+    {"level", METRO_PARAM_INT, "1.5", 0, 10, NULL, "", "a default its type refuses"},
+#elif FAKE_DECL == 4
+    {"mode", METRO_PARAM_CHOICE, "c", 0, 0, "a|b", "", "a default not among the choices"},
+#elif FAKE_DECL == 5
+    {"plugin", METRO_PARAM_STRING, "", 0, 0, NULL, "", "the core's own key"},
+#elif FAKE_DECL == 6
+    {"x=y", METRO_PARAM_REAL, "1", 0, 2, NULL, "", "not a key"},
+#elif FAKE_DECL == 7
+    {"odd", (metro_param_type)42, "1", 0, 2, NULL, "", "an unknown type"},
+#elif FAKE_DECL == 8
+    {"wide", METRO_PARAM_REAL, "1", -__builtin_inf(), 2, NULL, "", "an infinite end"},
+#endif
     METRO_PARAM_END};
 
 #ifndef FAKE_NO_ENTRY

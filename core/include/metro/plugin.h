@@ -117,8 +117,10 @@ typedef struct metro_host_api {
     /* Log a line to the run's log (and to stderr when not quiet). */
     void (*log)(metro_ctx *ctx, metro_log_level level, const char *fmt, ...);
 
-    /* Parameter values by declared name (an undeclared name is a bug in the
-     * plugin: the core aborts with a message naming it). */
+    /* Parameter values by declared name (an undeclared name, or one read as
+     * another type, is a bug in the plugin: the process exits 1 with a
+     * message naming it).  The declarations themselves are checked when the
+     * plugin is loaded (names, types, ranges, defaults). */
     long (*param_int)(const metro_params *p, const char *name);
     double (*param_real)(const metro_params *p, const char *name);
     int (*param_bool)(const metro_params *p, const char *name);
@@ -140,7 +142,9 @@ typedef struct metro_host_api {
     void *(*stream)(metro_ctx *ctx);
 
     /* Open a file in the run directory for writing ("w") — the only place
-     * plugins write.  NULL (with the reason recorded) on failure.  What is
+     * plugins write — from measure() or finish(): in create() there is no
+     * run directory yet (it is made once every check has passed), and the
+     * call fails.  NULL (with the reason recorded) on failure.  What is
      * written goes to a temporary file; the core moves every file opened
      * this way into place under its name only after the sampler's and
      * every observable's finish() have succeeded and the data is on disk,
@@ -148,7 +152,9 @@ typedef struct metro_host_api {
      * previous results as they were.  Write errors (a full disk, a file
      * size limit) are caught by the core even where fclose() is not
      * checked.  A file has one writer: a name another section (or the
-     * core: config.ini, log.txt, checkpoint.bin) writes is refused.  An
+     * core: config.ini, log.txt, checkpoint.bin; or *.tmp) writes is
+     * refused, and a parameter `file` naming one of the core's is refused
+     * before the run starts.  An
      * observable whose file names depend on its parameters names those
      * parameters file, prefix, format, replicas or slots: two sections of
      * one plugin that agree on all of them (or whose plugin has none) are
