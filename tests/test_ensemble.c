@@ -129,6 +129,13 @@ START_TEST(scan_equals_separate_runs)
     double alone = metro_test_csv(p, 0, "E_mean");
     snprintf(p, sizeof p, "%s/scan/scan_energy_stats.csv", dir);
     ck_assert_double_eq_tol(metro_test_csv(p, 1, "E_mean"), alone, 1e-9 * fabs(alone));
+    /* a scan of one value is that value's run (it was run at the config's
+     * own value, as a single run, without a word) */
+    metro_test_write(dir, "one.ini", brush_ini, 8, "scan = potential.concentration: 0.08\n");
+    rc = metro_test_clif(&e, "run %s/one.ini --device " DEVICE " --output %s/one --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    same("one/system_000/energy.csv", "alone/energy.csv");
     cleanup();
 }
 END_TEST

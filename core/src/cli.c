@@ -98,20 +98,18 @@ static int cmd_run(int argc, char **argv, int resume)
         free(sets);
         return METRO_EUSAGE;
     }
-    if (systems > 1 && !opt.dry_run) {
+    if (systems > 0) {
+        /* a dry run of an ensemble checks every system (every value of a
+         * scan), then plans the first */
         int rc = metro_ensemble_run(&opt, &err);
         if (rc) print_errors(&err);
         free(sets);
         return rc;
     }
-    /* a dry run of an ensemble checks every system (every value of a
-     * scan), then plans one */
-    int rc = opt.dry_run && systems > 1 ? metro_ensemble_run(&opt, &err) : METRO_OK;
-    if (rc == METRO_OK) rc = metro_sim_create(&opt, &sim, &err);
-    if (rc == METRO_OK && opt.dry_run && systems > 1)
-        printf("; ---- an ensemble of %d systems, each like this one (the plan below is one system's) ----\n", systems);
+    int rc = metro_sim_create(&opt, &sim, &err);
     if (rc == METRO_OK && opt.dry_run) {
-        rc = metro_sim_plan(sim, stdout);
+        /* one plan, not one a rank */
+        if (metro__rank() == 0) rc = metro_sim_plan(sim, stdout);
     } else if (rc == METRO_OK) {
         if (metro__rank() == 0)
             fprintf(stderr, "metro: backend %s: %s%s\n", metro_sim_backend(sim) == METRO_BACKEND_CUDA ? "cuda" : "cpu",

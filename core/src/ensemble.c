@@ -152,7 +152,7 @@ int metro_ensemble_systems(const metro_options *opt, metro_error *err)
         char probe[4200];
         struct stat sb;
         snprintf(probe, sizeof probe, "%s/system_000", opt->output ? opt->output : "");
-        if (stat(probe, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 1;
+        if (stat(probe, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
         int k = 0;
         for (;; ++k) {
             snprintf(probe, sizeof probe, "%s/system_%03d", opt->output, k);
@@ -187,7 +187,9 @@ int metro_ensemble_systems(const metro_options *opt, metro_error *err)
     ensemble e;
     if (read_plan(opt, &e, err)) return -1;
     free_ensemble(&e);
-    return e.k;
+    /* a scan is an ensemble even of one value: its value must reach the
+     * system (run alone, the scan's key would keep the config's value) */
+    return e.k > 1 || e.scan_key[0] ? e.k : 0;
 }
 
 /* The options of system i: the run's, with its seed, its directory and
@@ -486,8 +488,20 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         if ((rc = metro_sim_create(&dry, &s, err))) metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
         metro_sim_destroy(s);
     }
-    /* a dry run of an ensemble checks every system, as above, and no more */
-    if (opt->dry_run) goto done;
+    /* a dry run of an ensemble checks every system, as above, and plans
+     * the first (its scanned value set, as the run would) */
+    if (opt->dry_run) {
+        metro_sim *s = NULL;
+        metro_options dry = so[0].o;
+        dry.dry_run = 1;
+        if (!rc && !(rc = metro_sim_create(&dry, &s, err)) && metro__rank() == 0) {
+            printf("; ---- an ensemble of %d systems; the plan below is system_000's%s%s ----\n", e.k,
+                   e.scan_key[0] ? ", at " : "", e.scan_key[0] ? so[0].value : "");
+            rc = metro_sim_plan(s, stdout);
+        }
+        metro_sim_destroy(s);
+        goto done;
+    }
     /* under MPI, rank s runs systems s, s + S, s + 2S, ...; rank 0 writes
      * the ensemble's own files */
     const int me = metro__rank(), S = metro__ranks();

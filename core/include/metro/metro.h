@@ -98,9 +98,10 @@ int metro_sim_checkpoint(metro_sim *sim, metro_error *err);
 
 void metro_sim_destroy(metro_sim *sim);
 
-/* Ensembles ([run] systems = K, or [run] scan = SECTION.KEY: v1, v2, ...):
- * the number of systems the options ask for (resuming: the number of
- * system_NNN folders in the run directory), or -1 with err filled. */
+/* Ensembles ([run] systems = K > 1, or [run] scan = SECTION.KEY: v1, v2,
+ * ..., a scan of one value included): the number of systems the options
+ * ask for (resuming: the number of system_NNN folders in the run
+ * directory), 0 for a single run, or -1 with err filled. */
 int metro_ensemble_systems(const metro_options *opt, metro_error *err);
 /* Validate every system, then run them together (a thread and a CUDA
  * stream each), each in RUNDIR/system_NNN, and write the combined tables.
