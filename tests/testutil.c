@@ -158,10 +158,14 @@ double metro_test_csv(const char *path, int row, const char *col)
         char *line = strtok_r(NULL, "\n", &save);
         if (!line) break;
         if (r != row) continue;
-        char *s2 = NULL;
+        /* field by field: an empty one keeps its place */
         k = 0;
-        for (char *tok = strtok_r(line, ",", &s2); tok; tok = strtok_r(NULL, ",", &s2), ++k)
-            if (k == idx) v = strtod(tok, NULL);
+        for (char *f = line; f; ++k) {
+            char *comma = strchr(f, ',');
+            if (comma) *comma = '\0';
+            if (k == idx) v = *f ? strtod(f, NULL) : NAN;
+            f = comma ? comma + 1 : NULL;
+        }
         break;
     }
     free(text);

@@ -334,11 +334,15 @@ static int read_table(const char *path, table *t)
     while ((line = strtok_r(NULL, "\n", &save))) {
         if (count_cols(line) != t->cols || t->rows >= 4096) { free(text); free_table(t); return -1; }
         t->cell = metro__xrealloc(t->cell, sizeof *t->cell * (size_t)(t->rows + 1) * (size_t)t->cols);
-        char *s2 = NULL;
+        /* field by field, an empty one kept in its place ("a,,b": strtok
+         * would merge the commas and shift every later column left) */
         int c = 0;
-        for (char *f = strtok_r(line, ",", &s2); f && c < t->cols; f = strtok_r(NULL, ",", &s2))
-            t->cell[t->rows * t->cols + c++] = metro__strdup(f);
-        while (c < t->cols) t->cell[t->rows * t->cols + c++] = metro__strdup("");
+        for (char *f = line; c < t->cols; ++c) {
+            char *comma = strchr(f, ',');
+            if (comma) *comma = '\0';
+            t->cell[t->rows * t->cols + c] = metro__strdup(f);
+            f = comma ? comma + 1 : f + strlen(f);
+        }
         t->rows++;
     }
     free(text);
@@ -402,13 +406,21 @@ static int combine(const ensemble *e, const char *name, metro_error *err)
                         fprintf(f, "%s%s", c ? "," : "", t[0].cell[r * t[0].cols + c]);
                         continue;
                     }
-                    double s = 0, s2 = 0, v;
+                    /* averaged only where every system has a finite number:
+                     * a mean over the systems that happen to have one (g = 0
+                     * in one, so -ln g infinite there) is not the ensemble's.
+                     * Two passes, so that a spread far below the mean's size
+                     * is not lost to cancellation */
+                    double s = 0, v;
                     int m = 0;
                     for (int i = 0; i < e->k; ++i)
-                        if (numeric(t[i].cell[r * t[i].cols + c], &v) && isfinite(v)) s += v, s2 += v * v, ++m;
-                    double mean = m ? s / m : NAN;
-                    double var = m > 1 ? (s2 - m * mean * mean) / (m - 1) : NAN;
-                    fprintf(f, "%s%.10g,%.4g", c ? "," : "", mean, m > 1 ? sqrt(fmax(var, 0) / m) : NAN);
+                        if (numeric(t[i].cell[r * t[i].cols + c], &v) && isfinite(v)) s += v, ++m;
+                    const double mean = m == e->k ? s / m : NAN;
+                    double ss = 0;
+                    for (int i = 0; i < e->k && m == e->k; ++i)
+                        if (numeric(t[i].cell[r * t[i].cols + c], &v)) ss += (v - mean) * (v - mean);
+                    const double sem = m == e->k && m > 1 ? sqrt(ss / (m - 1) / m) : NAN;
+                    fprintf(f, "%s%.12g,%.4g", c ? "," : "", mean, sem);
                 }
                 fputc('\n', f);
             }
