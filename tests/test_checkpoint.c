@@ -48,6 +48,19 @@ START_TEST(resume_is_exact)
     snprintf(b, sizeof b, "%s/split/energy.csv", d);
     ck_assert_msg(metro_test_same_file(a, b), "time series differ: %s %s", a, b);
 
+    /* a run that ended between two measurements (1001 sweeps, every = 2)
+     * extended to 2000 measures where the straight run measures (it went
+     * on in steps of `every` from 1001, so at odd sweeps, which no
+     * observable is due at: one measurement in all, not 500) */
+    snprintf(path, sizeof path, "%s/odd.ini", d);
+    write_ini(path, 1001);
+    snprintf(args, sizeof args, "run %s --device cpu --output %s/odd --quiet", path, d);
+    ck_assert_int_eq(metro_test_cli(args, NULL, NULL), 0);
+    snprintf(args, sizeof args, "resume %s/odd --set run.sweeps=2000 --device cpu --quiet", d);
+    ck_assert_int_eq(metro_test_cli(args, NULL, NULL), 0);
+    snprintf(b, sizeof b, "%s/odd/energy.csv", d);
+    ck_assert_msg(metro_test_same_file(a, b), "an extended run's time series differs: %s %s", a, b);
+
     /* resuming a finished run redoes only the results */
     snprintf(args, sizeof args, "analyze %s/split --device cpu --quiet", d);
     ck_assert_int_eq(metro_test_cli(args, NULL, NULL), 0);

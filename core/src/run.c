@@ -217,7 +217,9 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
     st->measuring = 1;
     double p0 = metro__now();
     for (long done = prod_done; done < sim->sweeps && !rc;) {
-        long k = step;
+        /* to the next multiple of step: a resumed run may stand between two
+         * (it ended at a sweeps that was not one, and is extended) */
+        long k = step - done % step;
         if (k > sim->sweeps - done) k = sim->sweeps - done;
         rc = metro_sim_advance(sim, k, err);
         done += k;
