@@ -519,6 +519,77 @@ START_TEST(signal_twice_checkpoints)
 }
 END_TEST
 
+/* An ensemble whose first system has ended still stops at a signal, every
+ * other system with its checkpoint (the first to end put back the default
+ * handlers, so the signal killed the process) */
+START_TEST(ensemble_stops_after_a_system_ended)
+{
+    fresh_dir();
+    metro_test_write(dir, "a.ini", "[run]\nseed = 3\nequilibration = 0\ncheck_every = 1000000000\n"
+                                   "scan = run.sweeps: 300000, 1000000000\n[system]\nparticles = 8\n"
+                                   "[potential]\nplugin = lj_fene\n[sampler]\nplugin = metropolis\n"
+                                   "temperature = 1\n[observable energy]\nplugin = energy\nevery = 10\n");
+    pid_t pid = spawn_run_a(1);
+    for (int i = 0; i < 3000 && !exists("a/system_000/energy_stats.csv"); ++i) usleep(20000);
+    ck_assert_msg(exists("a/system_000/energy_stats.csv"), "the short system did not end");
+    usleep(200000);
+    kill(pid, SIGTERM);
+    int st;
+    waitpid(pid, &st, 0);
+    char log[512];
+    snprintf(log, sizeof log, "%s/stderr.txt", dir);
+    char *e = metro_test_slurp(log);
+    ck_assert_msg(WIFEXITED(st), "killed by signal %d instead of stopping: %s", WIFSIGNALED(st) ? WTERMSIG(st) : 0, e);
+    ck_assert_msg(WEXITSTATUS(st) == METRO_ESTOPPED, "exit %d: %s", WEXITSTATUS(st), e);
+    free(e);
+    ck_assert_msg(exists("a/system_001/checkpoint.bin"), "the long system stopped without its checkpoint");
+    cleanup();
+}
+END_TEST
+
+/* An ensemble's folder is locked like any run directory: an ensemble run
+ * --overwrite into a directory another run is using is refused and
+ * changes nothing (it took over the other run's config.ini); --overwrite
+ * clears a former ensemble's system folders (left behind, a single run
+ * there resumed them as an ensemble, and 2 systems over 3 could not be
+ * resumed at all) */
+START_TEST(overwrite_and_ensembles)
+{
+    fresh_dir();
+    metro_test_write(dir, "a.ini", long_chunks_ini, 0.0001);
+    pid_t pid = spawn_run_a(0);
+    for (int i = 0; i < 500 && !exists("a/checkpoint.bin"); ++i) usleep(20000);
+    char before[512], *old, *e;
+    snprintf(before, sizeof before, "%s/a/config.ini", dir);
+    old = metro_test_slurp(before);
+    metro_test_write(dir, "e.ini", "[run]\nsweeps = 20\nsystems = 2\n[system]\nparticles = 8\n[potential]\n"
+                                   "plugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    const int rc = metro_test_clif(&e, "run %s/e.ini --device cpu --output %s/a --overwrite --quiet", dir, dir);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ck_assert_msg(rc == 2 && strstr(e, "in use by another metro process"), "exit %d: %s", rc, e);
+    free(e);
+    char *now = metro_test_slurp(before);
+    ck_assert_msg(old && now && !strcmp(old, now), "the running run's config.ini was changed");
+    ck_assert_msg(!exists("a/system_000"), "system folders were made in a running run's directory");
+    free(old);
+    free(now);
+    /* 3 systems, then 2 over them, then a single run over those */
+    metro_test_write(dir, "e.ini", "[run]\nsweeps = 20\nsystems = 3\n[system]\nparticles = 8\n[potential]\n"
+                                   "plugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    ck_assert_int_eq(metro_test_clif(NULL, "run %s/e.ini --device cpu --output %s/b --quiet", dir, dir), 0);
+    ck_assert_int_eq(metro_test_clif(NULL, "run %s/e.ini --set run.systems=2 --device cpu --output %s/b --overwrite "
+                                           "--quiet", dir, dir), 0);
+    ck_assert_msg(exists("b/system_001") && !exists("b/system_002"), "a former system folder was left");
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/b --set run.sweeps=40 --device cpu --quiet", dir), 0);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(NULL, "run %s/e.ini --set run.systems=1 --device cpu --output %s/b --overwrite "
+                                           "--quiet", dir, dir), 0);
+    ck_assert_msg(!exists("b/system_000") && exists("b/checkpoint.bin"), "a single run over an ensemble");
+    cleanup();
+}
+END_TEST
+
 /* --dry-run of every shipped config: the resolved config and the work
  * come out, and nothing is created, not even the default run directory.
  * A config of the hierarchical sampler is timed by the sampler's own
@@ -722,6 +793,8 @@ int main(void)
     tcase_add_test(tc, refusals_name_the_line);
     tcase_add_test(tc, checkpoints_by_wall_time);
     tcase_add_test(tc, signal_twice_checkpoints);
+    tcase_add_test(tc, ensemble_stops_after_a_system_ended);
+    tcase_add_test(tc, overwrite_and_ensembles);
     tcase_add_test(tc, dry_run_creates_nothing);
     tcase_add_test(tc, dry_run_counts_the_tree);
     tcase_add_test(tc, dry_run_refuses_what_a_run_refuses);

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ranks.h"
 #include "util.h"
@@ -479,14 +480,30 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         free_ensemble(&plan);
     } else {
         if ((rc = read_plan(opt, &e, err))) return rc;
-        char buf[1024];
+        char buf[1024], first[1400];
         metro_sim *probe = NULL;
         metro_options o = *opt;
         o.dry_run = 1;
-        /* the run directory the config asks for, through the one rule */
-        if ((rc = metro_sim_create(&o, &probe, err))) { free_ensemble(&e); return rc; }
-        snprintf(e.dir, sizeof e.dir, "%s", metro__rundir_path(probe, opt, buf, sizeof buf));
+        /* the run directory the config asks for, through the one rule; a
+         * scan's first value set (the scan may supply a required key) */
+        const char **sets = metro__xcalloc((size_t)opt->nsets + 2, sizeof *sets),
+                   **where = metro__xcalloc((size_t)opt->nsets + 2, sizeof *where);
+        for (int j = 0; j < opt->nsets; ++j) sets[j] = opt->sets[j], where[j] = opt->set_where ? opt->set_where[j] : NULL;
+        o.nsets = opt->nsets;
+        if (e.scan_key[0]) {
+            snprintf(first, sizeof first, "%s=%s", e.scan_key, e.values[0]);
+            where[o.nsets] = e.scan_where;
+            sets[o.nsets++] = first;
+            sets[o.nsets++] = "run.scan=";
+        }
+        o.sets = sets;
+        o.set_where = where;
+        rc = metro_sim_create(&o, &probe, err);
+        if (!rc) snprintf(e.dir, sizeof e.dir, "%s", metro__rundir_path(probe, opt, buf, sizeof buf));
         metro_sim_destroy(probe);
+        free(sets);
+        free(where);
+        if (rc) { free_ensemble(&e); return rc; }
     }
     sys_opt *so = metro__xcalloc((size_t)e.k, sizeof *so);
     job *jobs = metro__xcalloc((size_t)e.k, sizeof *jobs);
@@ -517,9 +534,16 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     /* under MPI, rank s runs systems s, s + S, s + 2S, ...; rank 0 writes
      * the ensemble's own files */
     const int me = metro__rank(), S = metro__ranks();
+    /* the ensemble's own folder is locked as a run directory is, before
+     * anything is written there: a second run, an --overwrite above all,
+     * is refused while this one runs (its config.ini and system folders
+     * were taken over) */
+    int lock_fd = -1;
+    if (!rc && me == 0) rc = metro__ensemble_dir_open(e.dir, opt->resume, opt->overwrite, &lock_fd, err);
+    /* every rank learns whether rank 0 could take it */
+    if (S > 1) rc = metro__ranks_agree(rc);
     if (!rc && !opt->resume && me == 0) {
-        if (metro__mkdirs(e.dir)) rc = metro__fail(err, METRO_EUSAGE, "%s: cannot create the run directory: %s", e.dir, strerror(errno));
-        char *text = rc ? NULL : opt->config_text ? metro__strdup(opt->config_text) : metro__read_file(opt->config_path, NULL);
+        char *text = opt->config_text ? metro__strdup(opt->config_text) : metro__read_file(opt->config_path, NULL);
         if (text) {
             char *all = NULL;
             size_t n = 0;
@@ -567,6 +591,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         metro__ranks_barrier();
         if (!rc && me == 0) rc = combine_all(&e, err);
     }
+    if (lock_fd >= 0) close(lock_fd);
 done:
     for (int i = 0; i < e.k; ++i) {
         metro_sim_destroy(jobs[i].sim);

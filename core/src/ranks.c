@@ -90,6 +90,13 @@ int metro__ranks_agree(int value)
     return value;
 }
 
+int metro__ranks_any(int value)
+{
+    int all = value;
+    if (metro__ranks() > 1) MPI_Allreduce(&value, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return all;
+}
+
 #else
 
 void metro__ranks_init(int *argc, char ***argv) { (void)argc, (void)argv; }
@@ -100,5 +107,6 @@ int metro__ranks(void) { return 1; }
 int metro__ranks_share(void *array, int items, size_t bytes) { (void)array, (void)items, (void)bytes; return 0; }
 void metro__ranks_barrier(void) {}
 int metro__ranks_agree(int value) { return value; }
+int metro__ranks_any(int value) { return value; }
 
 #endif

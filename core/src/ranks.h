@@ -24,5 +24,8 @@ int metro__ranks_share(void *array, int items, size_t bytes);
 void metro__ranks_barrier(void);
 /* Rank 0's value, on every rank. */
 int metro__ranks_agree(int value);
+/* The largest of every rank's value (a flag any rank may raise): the same
+ * on every rank.  Collective, like metro__ranks_agree. */
+int metro__ranks_any(int value);
 
 #endif

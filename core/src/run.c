@@ -6,6 +6,7 @@
 
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,13 @@
 static volatile sig_atomic_t interrupted; /* the request; over MPI, agreed */
 static volatile sig_atomic_t signalled;   /* this process's own signal came */
 static struct timespec first_signal;
+/* The handlers are the process's, and an ensemble runs its systems on
+ * threads: they are installed when the first run starts and restored when
+ * the last ends (restored by the first to end, a later signal killed the
+ * others without their checkpoints), and a request stops every system */
+static pthread_mutex_t signals_lock = PTHREAD_MUTEX_INITIALIZER;
+static int signals_users;
+static void (*old_int)(int), (*old_term)(int);
 
 static void on_signal(int sig)
 {
@@ -44,6 +52,27 @@ static void on_signal(int sig)
     if ((double)(now.tv_sec - first_signal.tv_sec) + 1e-9 * (double)(now.tv_nsec - first_signal.tv_nsec) < 1.0) return;
     signal(sig, SIG_DFL);
     raise(sig);
+}
+
+static void signals_take(void)
+{
+    pthread_mutex_lock(&signals_lock);
+    if (signals_users++ == 0) {
+        interrupted = signalled = 0;
+        old_int = signal(SIGINT, on_signal);
+        old_term = signal(SIGTERM, on_signal);
+    }
+    pthread_mutex_unlock(&signals_lock);
+}
+
+static void signals_give(void)
+{
+    pthread_mutex_lock(&signals_lock);
+    if (--signals_users == 0) {
+        signal(SIGINT, old_int);
+        signal(SIGTERM, old_term);
+    }
+    pthread_mutex_unlock(&signals_lock);
 }
 
 /* ---- state ------------------------------------------------------------------ */
@@ -130,7 +159,7 @@ static int stop_requested(metro_sim *sim, metro_error *err)
     int rc = metro_sim_checkpoint(sim, err);
     if (rc) return rc;
     return metro__fail(err, METRO_ESTOPPED, "interrupted by signal %d at sweep %lld; the checkpoint is written: metro resume %s continues",
-                       (int)interrupted, sim->st.sweep, sim->dir ? sim->dir : "RUNDIR");
+                       (int)interrupted, sim->st.sweep, sim->dir ? sim->dir : "(the run directory)");
 }
 
 /* Checkpoints come at every energy check and, in between, every
@@ -163,7 +192,9 @@ static int after_chunk(metro_sim *sim, schedule *s, int synced, metro_error *err
             s->last_ck = metro__now();
         }
     }
-    if (sim->spread) interrupted = metro__ranks_agree(interrupted);
+    /* any rank's signal stops them all (rank 0's alone did: a signal to
+     * another rank was lost, and its second one killed the job) */
+    if (sim->spread) interrupted = metro__ranks_any(interrupted);
     if (!rc) rc = stop_requested(sim, err);
     return rc;
 }
@@ -173,9 +204,7 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
     metro_state *st = &sim->st;
     /* the device is per host thread: an ensemble runs each system on its own */
     if (st->backend == METRO_BACKEND_CUDA) cudaSetDevice(sim->device);
-    interrupted = signalled = 0;
-    void (*old_int)(int) = signal(SIGINT, on_signal);
-    void (*old_term)(int) = signal(SIGTERM, on_signal);
+    signals_take();
     double t0 = metro__now();
     schedule sch = {0};
     sch.check = sim->check_every ? sim->check_every : (sim->sweeps + sim->equilibration) / 10;
@@ -272,8 +301,7 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
     }
     if (!rc) metro__plots_run(sim);
     if (!rc) metro__log(sim, METRO_LOG_DEBUG, "results written in %.1f s", metro__now() - t_finish);
-    signal(SIGINT, old_int);
-    signal(SIGTERM, old_term);
+    signals_give();
     double wall = metro__now() - t0;
     long long att = 0, acc = 0;
     for (int r = 0; r < st->replicas; ++r) { att += st->attempted[r]; acc += st->accepted[r]; }

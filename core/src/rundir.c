@@ -98,7 +98,7 @@ int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *e
 /* An advisory lock (fcntl) on DIR/.lock, held as long as the process
  * lives: the kernel drops it when the holder dies, even by kill -9, so a
  * stale lock cannot block a resume. */
-static int take_lock(metro_sim *sim, const char *dir, metro_error *err)
+static int take_lock(int *lock_fd, const char *dir, metro_error *err)
 {
     char path[4200];
     snprintf(path, sizeof path, "%s/" LOCK_NAME, dir);
@@ -117,12 +117,61 @@ static int take_lock(metro_sim *sim, const char *dir, metro_error *err)
     char pid[32];
     int l = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
     if (ftruncate(fd, 0) != 0 || write(fd, pid, (size_t)l) != l) { /* informative only */ }
-    sim->lock_fd = fd;
+    *lock_fd = fd;
     return METRO_OK;
+}
+
+/* system_NNN, an ensemble's system folder */
+static int system_folder(const char *name)
+{
+    if (strncmp(name, "system_", 7)) return 0;
+    int digits = 0;
+    for (const char *c = name + 7; *c; ++c, ++digits)
+        if (*c < '0' || *c > '9') return 0;
+    return digits >= 3;
 }
 
 /* Plain files of a run directory: with all=1 every one but the lock
  * (--overwrite), else the temporaries a killed run left (*.tmp). */
+static void remove_files(const char *dir, int all);
+
+/* --overwrite of DIR, whose lock this process holds: every plain file but
+ * the lock, and the system_NNN folders of an ensemble that ran there (left
+ * behind, they made the next resume take a single run for an ensemble, or
+ * an ensemble of 3 for one of 5).  0, or -1 with err filled. */
+static int clear_rundir(const char *dir, metro_error *err)
+{
+    remove_files(dir, 1);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int rc = 0;
+    struct dirent *e;
+    char path[4200];
+    while ((e = readdir(d)) && !rc) {
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!system_folder(e->d_name) || lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) continue;
+        remove_files(path, 1);
+        char lock[4300];
+        snprintf(lock, sizeof lock, "%s/" LOCK_NAME, path);
+        unlink(lock);
+        if (rmdir(path) != 0)
+            rc = metro__fail(err, METRO_EUSAGE, "%s: an ensemble's system folder that --overwrite cannot remove: %s "
+                                                "(remove it, or choose another --output)", path, strerror(errno));
+    }
+    closedir(d);
+    return rc;
+}
+
+int metro__ensemble_dir_open(const char *dir, int resume, int overwrite, int *lock_fd, metro_error *err)
+{
+    if (!resume && metro__mkdirs(dir))
+        return metro__fail(err, METRO_EUSAGE, "%s: cannot create the run directory: %s", dir, strerror(errno));
+    int rc = take_lock(lock_fd, dir, err);
+    if (!rc && !resume && overwrite) rc = clear_rundir(dir, err);
+    return rc;
+}
+
 static void remove_files(const char *dir, int all)
 {
     DIR *d = opendir(dir);
@@ -236,10 +285,10 @@ int metro__rundir_open(metro_sim *sim, const metro_options *opt, metro_error *er
     signal(SIGXFSZ, SIG_IGN);
     if (!opt->resume && metro__mkdirs(out))
         return metro__fail(err, METRO_EUSAGE, "%s: cannot create the run directory: %s", out, strerror(errno));
-    int rc = take_lock(sim, out, err);
+    int rc = take_lock(&sim->lock_fd, out, err);
     if (rc) return rc;
     sim->dir = metro__strdup(out);
-    if (!opt->resume && opt->overwrite) remove_files(out, 1);
+    if (!opt->resume && opt->overwrite && (rc = clear_rundir(out, err))) return rc;
     remove_files(out, 0);
     if ((!opt->resume || opt->nsets) && (rc = write_config(sim, err))) return rc;
     char path[4200];

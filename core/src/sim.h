@@ -156,6 +156,11 @@ int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *e
  * log.txt.  Called only when everything else is valid. */
 int metro__rundir_open(metro_sim *sim, const metro_options *opt, metro_error *err);
 void metro__rundir_close(metro_sim *sim);
+/* An ensemble's own folder (above its system_NNN): made unless resuming,
+ * locked as a run directory is (*lock_fd, closed by the caller at the
+ * end), and with overwrite cleared of a former run's files and system
+ * folders.  METRO_OK, or METRO_EUSAGE naming the holder of the lock. */
+int metro__ensemble_dir_open(const char *dir, int resume, int overwrite, int *lock_fd, metro_error *err);
 /* The resolved config: every section, every default written out. */
 void metro__write_resolved(metro_sim *sim, FILE *f);
 /* Write data to path through path.tmp, fsync and rename: the one way a
