@@ -22,7 +22,7 @@ static const bad_case cases[] = {
     {"unknown_section.ini", "", "unknown_section.ini: [sampler]: section missing (it needs plugin = NAME of a sampler"},
     {"bad_number.ini", "", "bad_number.ini:2: [run] seed: 'abc' is not an integer (integer in [0, "},
     {"out_of_range.ini", "", "out_of_range.ini:13: [sampler] temperature: -1 is out of range (real in ["},
-    {"missing_plugin.ini", "", "missing_plugin.ini:9: [potential] plugin: no potential plugin 'lj_fen' found (available: "},
+    {"missing_plugin.ini", "", "missing_plugin.ini:9: [potential] plugin: no potential plugin 'lj_fen' found (did you mean 'lj_fene'?); available: "},
     {"wrong_kind.ini", "", "wrong_kind.ini:9: [potential] plugin: 'metropolis' is a sampler, not a potential"},
     {"duplicate_key.ini", "", "duplicate_key.ini:4: [run] sweeps: given twice (first at line 3)"},
     {"syntax_error.ini", "", "syntax_error.ini:6: syntax error"},

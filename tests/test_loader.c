@@ -111,6 +111,27 @@ START_TEST(search_path_order)
 }
 END_TEST
 
+/* a plugin named like a bundled one is taken, and says which file it hides;
+ * a name not found says where the loader looked and what is near */
+START_TEST(shadows_and_not_found)
+{
+    setenv("METRO_PLUGIN_PATH", FAKE "/shadow:/no/such/folder", 1);
+    metro_error err = {0};
+    const metro__plugin *p = NULL;
+    ck_assert_int_eq(metro__plugin_find("metropolis", METRO_KIND_SAMPLER, &p, &err), METRO_OK);
+    ck_assert_ptr_nonnull(strstr(p->path, "/fake-plugins/shadow/metropolis.so"));
+    const char *hidden = metro__plugin_shadows(p);
+    ck_assert_msg(hidden && strstr(hidden, "/lib/metro/plugins/metropolis.so"), "%s", hidden ? hidden : "(none)");
+    ck_assert_int_eq(metro__plugin_find("lj_fene", METRO_KIND_POTENTIAL, &p, &err), METRO_OK);
+    ck_assert_ptr_null(metro__plugin_shadows(p));
+    char why[3000];
+    metro__plugin_not_found("lj_fen", METRO_KIND_POTENTIAL, why, sizeof why);
+    ck_assert_msg(strstr(why, "no potential plugin 'lj_fen' found (did you mean 'lj_fene'?)") &&
+                      strstr(why, "/no/such/folder (no such folder)"),
+                  "%s", why);
+}
+END_TEST
+
 START_TEST(real_plugins_found)
 {
     unsetenv("METRO_PLUGIN_PATH");
@@ -142,6 +163,7 @@ int main(void)
     tc = tcase_create("search");
     tcase_add_test(tc, search_path_order);
     tcase_add_test(tc, real_plugins_found);
+    tcase_add_test(tc, shadows_and_not_found);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

@@ -142,13 +142,24 @@ static int cmd_list(void)
     return METRO_OK;
 }
 
+static void list_none(const metro__plugin *p, void *user)
+{
+    (void)p, (void)user;
+}
+
 static int cmd_describe(const char *name)
 {
     metro_error err = {0};
     const metro__plugin *p;
     if (metro__plugin_find(name, 0, &p, &err)) {
         if (err.msg[0]) print_errors(&err);
-        else fprintf(stderr, "metro: no plugin '%s' found (metro list shows them)\n", name);
+        else {
+            char why[3000];
+            metro_error ignore = {0};
+            metro__plugin_each(list_none, NULL, &ignore);
+            metro__plugin_not_found(name, 0, why, sizeof why);
+            fprintf(stderr, "metro: %s\n", why);
+        }
         return METRO_EUSAGE;
     }
     const metro_plugin *d = p->d;

@@ -52,7 +52,8 @@ static void vlog(metro_sim *sim, const char *who, metro_log_level level, const c
     snprintf(out, sizeof out, "%s %s%s%s%s%s\n", ts, who ? who : "", who ? ": " : "", names[level],
              level < METRO_LOG_INFO ? ": " : "", line);
     log_line(sim, out);
-    if (level <= METRO_LOG_WARN || (!sim->quiet && level <= METRO_LOG_INFO))
+    /* over MPI the rank that writes the run says it once, not every rank */
+    if ((level == METRO_LOG_ERROR || sim->writer) && (level <= METRO_LOG_WARN || (!sim->quiet && level <= METRO_LOG_INFO)))
         fprintf(stderr, "%s%s%s%s%s\n", who ? who : "metro", ": ", names[level],
                 level < METRO_LOG_INFO ? ": " : "", line);
 }

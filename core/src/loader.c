@@ -223,6 +223,53 @@ int metro__plugin_find(const char *name, metro_kind kind, const metro__plugin **
     return METRO_EUSAGE; /* caller words the message: it knows the section */
 }
 
+const char *metro__plugin_shadows(const metro__plugin *p)
+{
+    static __thread char other[4200];
+    const char *base = strrchr(p->path, '/');
+    base = base ? base + 1 : p->path;
+    int after = 0;
+    for (const char *const *d = metro__plugin_dirs(); *d; ++d) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", *d, base);
+        char *real = realpath(path, NULL);
+        if (!real) continue;
+        const int same = !strcmp(real, p->path);
+        free(real);
+        if (same) { after = 1; continue; }
+        if (after) {
+            snprintf(other, sizeof other, "%s", path);
+            return other;
+        }
+    }
+    return NULL;
+}
+
+void metro__plugin_not_found(const char *name, metro_kind kind, char *buf, size_t n)
+{
+    /* the nearest name of that kind, and where the loader looked */
+    char names[1024] = "";
+    const char *best = NULL;
+    int bd = 3;
+    for (int i = 0; i < nregistry; ++i) {
+        const metro_plugin *d = registry[i]->d;
+        if (kind && d->kind != kind) continue;
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%s%s", l ? ", " : "", d->name);
+        const int dd = metro__edit_distance(name, d->name);
+        if (dd < bd) bd = dd, best = d->name;
+    }
+    size_t l = (size_t)snprintf(buf, n, "no %s%splugin '%s' found", kind ? metro__kind_name(kind) : "",
+                                kind ? " " : "", name);
+    if (best && l < n) l += (size_t)snprintf(buf + l, n - l, " (did you mean '%s'?)", best);
+    if (l < n) l += (size_t)snprintf(buf + l, n - l, "; available: %s; searched:", names[0] ? names : "none");
+    for (const char *const *d = metro__plugin_dirs(); *d && l < n; ++d) {
+        struct stat sb;
+        const int there = stat(*d, &sb) == 0 && S_ISDIR(sb.st_mode);
+        l += (size_t)snprintf(buf + l, n - l, " %s%s", *d, there ? "" : " (no such folder)");
+    }
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);

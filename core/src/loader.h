@@ -39,6 +39,15 @@ int metro__plugin_each(void (*fn)(const metro__plugin *p, void *user), void *use
 
 const char *metro__kind_name(metro_kind k);
 
+/* The path of a file of p's name later in the search path, which p hides
+ * (a user's plugin named like a bundled one), or NULL. */
+const char *metro__plugin_shadows(const metro__plugin *p);
+
+/* "no potential plugin 'x' found (did you mean 'y'?); available: ...;
+ * searched: DIR DIR (no such folder) ...", after metro__plugin_each has
+ * opened what there is. */
+void metro__plugin_not_found(const char *name, metro_kind kind, char *buf, size_t n);
+
 /* The keys the core reads in a plugin's section besides its parameters
  * (plugin; species for a potential term; every for an observable), which
  * no plugin may declare. */

@@ -28,12 +28,11 @@ static const char *const plugin_key[] = {"plugin", NULL};
 
 /* ---- config -> plugins ----------------------------------------------------- */
 
-static void list_kind(const metro__plugin *p, void *user)
+/* metro__plugin_each's callback where only the opening counts (the loader
+ * then knows every plugin there is, for a message) */
+static void opened(const metro__plugin *p, void *user)
 {
-    char **names = user;
-    if (p->d->kind != (metro_kind)(intptr_t)names[1]) return;
-    size_t l = strlen(names[0]);
-    snprintf(names[0] + l, 1024 - l, "%s%s", l ? ", " : "", p->d->name);
+    (void)p, (void)user;
 }
 
 /* Resolve [section] plugin = NAME into ctx->plugin and ctx->params. */
@@ -61,13 +60,19 @@ static int bind_plugin(metro_sim *sim, metro_ctx *ctx, const char *section, metr
             perr.msg[strcspn(perr.msg, "\n")] = 0;
             return metro__fail(err, METRO_EUSAGE, "%s: [%s] plugin: %s", e->where, section, perr.msg);
         }
-        char names[1024] = "";
-        char *pass[2] = {names, (char *)(intptr_t)kind};
+        char why[3000];
         metro_error ignore = {0};
-        metro__plugin_each(list_kind, pass, &ignore);
-        return metro__fail(err, METRO_EUSAGE, "%s: [%s] plugin: no %s plugin '%s' found (available: %s)", e->where,
-                           section, metro__kind_name(kind), e->value, names[0] ? names : "none");
+        metro__plugin_each(opened, NULL, &ignore);
+        metro__plugin_not_found(e->value, kind, why, sizeof why);
+        return metro__fail(err, METRO_EUSAGE, "%s: [%s] plugin: %s", e->where, section, why);
     }
+    /* a user's plugin named like a bundled one takes its place: say so,
+     * with both files, or a run is silently another model */
+    const char *hidden = metro__plugin_shadows(ctx->plugin);
+    if (hidden)
+        metro__log(sim, METRO_LOG_WARN, "[%s] plugin %s %s is %s, which hides %s (the first of a name along the "
+                                        "search path is taken)", section, ctx->plugin->d->name, ctx->plugin->d->version,
+                   ctx->plugin->path, hidden);
     return metro__params_build(sim->cfg, section, ctx->plugin->d->params, extra, &ctx->params, err);
 }
 
