@@ -190,12 +190,15 @@ static int finish(void *self, const metro_state *st)
     fprintf(fs, "slot,T,E_mean,E_err,Cv_per_N,Cv_err,tau_int,tau_int_sokal,samples\n");
     fprintf(fa, "slot,t,C\n");
     const double dt = spacing(e);
-    int rc = 0;
+    int rc = 0, short_slots = 0, first_short = -1;
+    size_t short_n = 0;
     for (int t = 0; t < e->slots && rc == 0; t++) {
         const double *x = e->E[t].x;
         size_t n = e->E[t].n, window = 0;
         double beta = st->beta[t], T = 1.0 / beta, tau_b, cv, cv_err;
-        double mean = metro_mean(x, n), err = metro_binning_error(x, n, &tau_b);
+        int plateau = 1;
+        double mean = metro_mean(x, n), err = metro_binning_error_plateau(x, n, &tau_b, &plateau);
+        if (!plateau && n >= 2 && !short_slots++) first_short = t, short_n = n;
         double tau_s = metro_tau_int_sokal(x, n, &window);
         metro_jackknife_cv(x, n, beta, (double)e->particles, &cv, &cv_err);
         fprintf(fs, "%d,%.10g,%.12g,%.6g,%.8g,%.6g,%.6g,%.6g,%zu\n", t, T, mean, err, cv, cv_err,
@@ -218,6 +221,13 @@ static int finish(void *self, const metro_state *st)
         for (size_t k = 0; k <= last; k++) fprintf(fa, "%d,%.10g,%.8g\n", t, (double)k * dt, c[k]);
         free(c);
     }
+    /* an error bar the series cannot support is said to be one, once */
+    if (short_slots)
+        e->host->log(e->ctx, METRO_LOG_WARN,
+                     "%d of %d slots (the first: slot %d, %zu samples): the series is too short for its error bar: "
+                     "binning reached no plateau (too few independent samples), so E_err, Cv_err and tau_int are "
+                     "likely too small; run longer (or measure more often)",
+                     short_slots, e->slots, first_short, short_n);
     if (fclose(fs) | fclose(fa)) /* both closed either way */
         if (rc == 0) rc = e->host->fail(e->ctx, "cannot write energy_stats.csv / energy_acf.csv");
     return rc;

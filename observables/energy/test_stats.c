@@ -192,12 +192,39 @@ START_TEST(degenerate)
 }
 END_TEST
 
+/* whether binning reached its plateau: not for a series too short for two
+ * levels, nor for a long one whose correlation time is a large part of it
+ * (tau ~ 200 in 2,000 samples); yes for the same process with n/tau ~ 500;
+ * a constant is exactly known */
+START_TEST(binning_plateau)
+{
+    int plateau = -1;
+    double tau, c5[5] = {3, 3, 3, 3, 3};
+    metro_binning_error_plateau(c5, 5, &tau, &plateau);
+    ck_assert_int_eq(plateau, 1);
+    double *x = ar1(40, 0.5, 3);
+    metro_binning_error_plateau(x, 40, &tau, &plateau);
+    ck_assert_int_eq(plateau, 0);
+    free(x);
+    x = ar1(2000, 0.995, 4);
+    metro_binning_error_plateau(x, 2000, &tau, &plateau);
+    ck_assert_msg(plateau == 0, "a plateau with tau = %g in 2000 samples", tau);
+    free(x);
+    x = ar1(1 << 20, 0.995, 5);
+    const double e = metro_binning_error_plateau(x, 1 << 20, &tau, &plateau);
+    ck_assert_msg(plateau == 1, "no plateau with tau = %g in 2^20 samples", tau);
+    ck_assert_double_eq(e, metro_binning_error(x, 1 << 20, NULL)); /* the same error either way */
+    free(x);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("stats");
     TCase *tc = tcase_create("stats");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, series_grows);
+    tcase_add_test(tc, binning_plateau);
     tcase_add_test(tc, moments);
     tcase_add_test(tc, binning_ar1);
     tcase_add_test(tc, sokal_ar1);

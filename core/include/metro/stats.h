@@ -142,14 +142,27 @@ static inline double metro_variance(const double *x, size_t n)
  * units of the series' spacing.  A series too short for two levels gets
  * the naive error err_0 and tau_int 1/2 (no evidence either way); zero
  * variance gives 0 and 1/2; n < 2 gives NAN / NAN. */
+static inline double metro_binning_error_plateau(const double *x, size_t n, double *tau_int, int *plateau);
 static inline double metro_binning_error(const double *x, size_t n, double *tau_int)
 {
+    return metro_binning_error_plateau(x, n, tau_int, NULL);
+}
+
+/* The same, and *plateau (when not NULL) 1 where a level met the criterion
+ * below, 0 where the series was too short for two levels (the naive error)
+ * or no level met it (the last level's): the error and tau_int then rest on
+ * too few independent samples and are likely too small, which a result
+ * table should say (energy's log does). */
+static inline double metro_binning_error_plateau(const double *x, size_t n, double *tau_int, int *plateau)
+{
     if (tau_int) *tau_int = NAN;
+    if (plateau) *plateau = 0;
     if (n < 2) return NAN;
     double var0 = metro_variance(x, n);
     double err0 = sqrt(var0 / (double)n);
     if (!(var0 > 0.0)) {
         if (tau_int && var0 == 0.0) *tau_int = 0.5;
+        if (plateau && var0 == 0.0) *plateau = 1; /* a constant: exactly known */
         return var0 == 0.0 ? 0.0 : NAN;
     }
 
@@ -173,11 +186,16 @@ static inline double metro_binning_error(const double *x, size_t n, double *tau_
 
     /* the first level whose bins B satisfy B^3 >= 2 n (err_k / err_0)^4,
      * else the last level with enough bins */
-    int k;
-    for (k = 0; k < levels - 1; k++) {
+    int k, met = 0;
+    for (k = 0; k < levels; k++) {
         double r = err[k] / err0, B = ldexp(1.0, k);
-        if (B * B * B >= 2.0 * (double)n * r * r * r * r) break;
+        if (B * B * B >= 2.0 * (double)n * r * r * r * r) {
+            met = 1;
+            break;
+        }
     }
+    if (!met) k = levels - 1;
+    if (plateau) *plateau = met;
     double e = levels ? err[k] : err0;
     if (tau_int) *tau_int = 0.5 * (e * e) / (err0 * err0);
     return e;
