@@ -326,6 +326,26 @@ START_TEST(output_rules_of_plugins)
 }
 END_TEST
 
+/* A potential's delta() that gives NaN stops the run on every sampler's
+ * CPU path, naming the particle (metro_accept rejects NaN as it rejects an
+ * overlap, so the chain was biased without a word: tests/plugins/nanpot.c) */
+START_TEST(nan_delta_stops_the_run)
+{
+    fresh_dir();
+    static const char *const samplers[] = {"metropolis\ntemperature = 1", "parallel_tempering\ntemperatures = 1, 2",
+                                           "brush\nstep = 1"};
+    for (int k = 0; k < 3; ++k) {
+        metro_test_write(dir, "n.ini", "[run]\nsweeps = 10\nequilibration = 0\n[system]\nparticles = 8\n"
+                                       "[potential]\nplugin = nanpot\n[sampler]\nplugin = %s\n", samplers[k]);
+        char *e;
+        const int rc = metro_test_clif(&e, "run %s/n.ini --device cpu --output %s/n --overwrite --quiet", dir, dir);
+        ck_assert_msg(rc == 1 && strstr(e, "delta() returned NaN for particle 3"), "%s: exit %d: %s", samplers[k], rc, e);
+        free(e);
+    }
+    cleanup();
+}
+END_TEST
+
 START_TEST(write_error_leaves_no_result)
 {
     fresh_dir();
@@ -787,6 +807,7 @@ int main(void)
     tcase_add_test(tc, one_writer_a_file);
     tcase_add_test(tc, claims_of_files);
     tcase_add_test(tc, output_rules_of_plugins);
+    tcase_add_test(tc, nan_delta_stops_the_run);
     tcase_add_test(tc, write_error_leaves_no_result);
     tcase_add_test(tc, stale_temporaries_removed);
     tcase_add_test(tc, sweep_counts_cannot_overflow);

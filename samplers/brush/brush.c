@@ -469,6 +469,10 @@ static int advance_cpu(brush *b, metro_state *st, long sweeps)
             const float *u = uc + (size_t)BRUSH_UNIFORMS_PER_PARTICLE * i;
             const metro_float4 trial = brush_trial(pos[i], u[0], u[1], u[2], b->step);
             const double de = b->pot->delta(b->pot_self, pos, n, i, trial);
+            if (de != de) /* rejected by metro_accept as an overlap is: a silent bias */
+                return b->host->fail(b->ctx, "the potential's delta() returned NaN for particle %d (a bug in the "
+                                             "potential: a move's energy change is a number, or +inf where the move is "
+                                             "forbidden)", i);
             if (metro_accept(de, u[3])) {
                 pos[i] = trial;
                 st->energy[0] += de;

@@ -254,7 +254,7 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
 }
 
 /* CPU reference: the chain of metropolis.h with the potential's delta(). */
-static void cpu_sweeps(metropolis *m, const float *u, long sweeps)
+static int cpu_sweeps(metropolis *m, const float *u, long sweeps)
 {
     metro_state *st = m->st;
     const int n = m->n, nu = METRO_METROPOLIS_NU(m->random_order);
@@ -267,6 +267,12 @@ static void cpu_sweeps(metropolis *m, const float *u, long sweeps)
             int i;
             metro_float4 trial = metro_metropolis_trial(q, t, n, m->random_order, m->step, pos, &i);
             double dE = m->pot->delta(m->pot_self, pos, n, i, trial);
+            /* metro_accept rejects NaN as it rejects an overlap: a bug in a
+             * potential would bias the chain without a word */
+            if (dE != dE)
+                return m->host->fail(m->ctx, "the potential's delta() returned NaN for particle %d (a bug in the "
+                                             "potential: a move's energy change is a number, or +inf where the move is "
+                                             "forbidden)", i);
             if (metro_accept(m->beta * dE, metro_metropolis_accept_u(q, m->random_order))) {
                 pos[i] = trial;
                 E += dE;
@@ -276,6 +282,7 @@ static void cpu_sweeps(metropolis *m, const float *u, long sweeps)
     st->energy[0] = E;
     st->attempted[0] += (long long)sweeps * n;
     st->accepted[0] += acc;
+    return 0;
 }
 
 static int cuda_sweeps(metropolis *m, long sweeps)
@@ -333,7 +340,7 @@ static int run_sweeps(metropolis *m, metro_state *st, long sweeps)
         } else {
             const float *u = take_uniforms(m, (size_t)c * per);
             if (!u) return -1;
-            cpu_sweeps(m, u, c);
+            if (cpu_sweeps(m, u, c)) return -1;
         }
         sweeps -= c;
     }

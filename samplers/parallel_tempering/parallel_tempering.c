@@ -465,9 +465,12 @@ static int start(void *vself, metro_state *st, const metro_potential_api *pot, v
 
 /* `seg` sweeps of every replica on the CPU: each replica's chain on one
  * thread, trials through the potential's delta(). */
-static void cpu_sweeps(pt *self, metro_state *st, long seg)
+static int cpu_sweeps(pt *self, metro_state *st, long seg)
 {
     const int n = self->n, R = self->last - self->first;
+    /* a NaN from delta() (rejected by metro_accept as an overlap is: a
+     * silent bias) stops its replica's chain; the first is reported */
+    int nan_replica = -1, nan_particle = -1;
     const unsigned long long sweep0 = self->sweep;
     const metro_potential_api *pot = self->pot;
     void *ps = self->pot_self;
@@ -489,6 +492,14 @@ static void cpu_sweeps(pt *self, metro_state *st, long seg)
                 metro_pt_trial tr = metro_pt_make_trial(self->key, (uint32_t)r, sw, (uint32_t)t, n, step);
                 metro_float4 nw = metro_pt_displace(p[tr.i], tr.dx, tr.dy, tr.dz);
                 double dE = pot->delta(ps, p, n, tr.i, nw);
+                if (dE != dE) {
+#ifdef _OPENMP
+#pragma omp critical(pt_nan)
+#endif
+                    if (nan_replica < 0 || r < nan_replica) nan_replica = r, nan_particle = tr.i;
+                    s = seg; /* this replica's chain stops */
+                    break;
+                }
                 if (metro_accept(beta * dE, tr.u)) {
                     p[tr.i] = nw;
                     E += dE;
@@ -500,6 +511,11 @@ static void cpu_sweeps(pt *self, metro_state *st, long seg)
         st->accepted[r] += acc;
         st->attempted[r] += (long long)n * seg;
     }
+    if (nan_replica >= 0)
+        return self->host->fail(self->ctx, "the potential's delta() returned NaN for particle %d of replica %d (a bug "
+                                           "in the potential: a move's energy change is a number, or +inf where the "
+                                           "move is forbidden)", nan_particle, nan_replica);
+    return 0;
 }
 
 static metro_pt_exchange_args exchange_args(pt *self, int device)
@@ -567,7 +583,7 @@ static int advance(void *vself, metro_state *st, long sweeps)
             dim3 block = {(unsigned)(self->rpb * self->G), 1, 1};
             PT_CUDA(cudaLaunchKernel((const void *)self->k_sweeps, grid, block, args, self->smem, s), "launching sweeps");
         } else {
-            cpu_sweeps(self, st, seg);
+            if (cpu_sweeps(self, st, seg)) return -1;
         }
         self->sweep += (unsigned long long)seg;
         sweeps -= seg;

@@ -1,0 +1,56 @@
+/* tests/plugins/nanpot.c — a potential whose delta() is NaN for one
+ * particle (`bad`), 0 otherwise: a potential's bug that every sampler's
+ * CPU path must stop at rather than reject as it rejects an overlap
+ * (test_rundir). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "metro/plugin.h"
+
+typedef struct nanpot {
+    int bad;
+} nanpot;
+
+static int p_create(const metro_host_api *h, metro_ctx *c, const metro_params *p, metro_setup *s, void **self)
+{
+    (void)s;
+    nanpot *q = calloc(1, sizeof *q);
+    if (!q) return h->fail(c, "out of memory");
+    q->bad = (int)h->param_int(p, "bad");
+    *self = q;
+    return 0;
+}
+static void p_destroy(void *self) { free(self); }
+static const void *p_params(void *self, size_t *size)
+{
+    *size = sizeof(nanpot);
+    return self;
+}
+static int p_initial(void *self, metro_ctx *ctx, metro_float4 *pos, int n)
+{
+    (void)self, (void)ctx;
+    for (int i = 0; i < n; ++i) pos[i] = (metro_float4){2.0f * (float)i, 0, 0, 0};
+    return 0;
+}
+static double p_delta(void *self, const metro_float4 *pos, int n, int i, metro_float4 trial)
+{
+    (void)pos, (void)n, (void)trial;
+    return i == ((nanpot *)self)->bad ? NAN : 0.0;
+}
+static double p_total(void *self, const metro_float4 *pos, int n)
+{
+    (void)self, (void)pos, (void)n;
+    return 0.0;
+}
+
+static const metro_potential_api api = {METRO_ABI_VERSION, p_create, p_destroy, p_params, p_initial, p_delta, p_total, NULL, 0, NULL, NULL, NULL, NULL};
+
+static const metro_param_decl params[] = {
+    {"bad", METRO_PARAM_INT, "3", 0, 1000000, NULL, "", "the particle whose moves give NaN"}, METRO_PARAM_END};
+
+METRO_EXPORT const metro_plugin *metro_plugin_entry(void)
+{
+    static const metro_plugin d = {METRO_ABI_VERSION, METRO_KIND_POTENTIAL, "nanpot", "0.0.1",
+                                   "delta() NaN for one particle (tests)", params, &api, NULL, 0};
+    return &d;
+}
