@@ -65,6 +65,12 @@ function(metro_device_ir target symbol)
 endfunction()
 
 function(metro_add_plugin name)
+  # the device code's names are built from it (NAME__pair_energy, ...): a
+  # name that is not a C identifier would fail only in nvcc or at the link
+  if(NOT name MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+    message(FATAL_ERROR "metro_add_plugin(${name}): a plugin's name is a C identifier "
+                        "(letters, digits and _, not starting with a digit)")
+  endif()
   cmake_parse_arguments(P "" "" "SOURCES;DEVICE;LIBRARIES" ${ARGN})
   add_library(${name} MODULE ${P_SOURCES})
   set_target_properties(${name} PROPERTIES

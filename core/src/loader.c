@@ -136,8 +136,8 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
     if (stem > 3 && !strcmp(base + stem - 3, ".so")) stem -= 3;
 
     if (!entry)
-        rc = metro__fail(err, METRO_EUSAGE, "%s: not a metro plugin (no symbol %s)", path,
-                         METRO_PLUGIN_ENTRY);
+        rc = metro__fail(err, METRO_EUSAGE, "%s: not a metro plugin (no symbol %s: a plugin's .c file ends with "
+                                            "METRO_PLUGIN(kind, \"name\", ...), plugin.h)", path, METRO_PLUGIN_ENTRY);
     else if (!d)
         rc = metro__fail(err, METRO_EUSAGE, "%s: %s() returned no descriptor", path,
                          METRO_PLUGIN_ENTRY);
@@ -146,9 +146,11 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
          * potentials, version 4 metro_pd_sum's, versions 5 and 6 the
          * sampler's table, so an older plugin cannot run (plugin.h) */
         rc = metro__fail(err, METRO_EUSAGE,
-                         "%s: built for plugin ABI version %u, this metro speaks version %u (rebuild the plugin against "
-                         "this metro's headers)",
-                         path, d->abi_version, METRO_ABI_VERSION);
+                         "%s: built for plugin ABI version %u, this metro speaks version %u (%s)", path, d->abi_version,
+                         METRO_ABI_VERSION,
+                         d->abi_version > METRO_ABI_VERSION ? "the plugin is newer than this metro: update metro, or "
+                                                              "build the plugin against this metro's headers"
+                                                            : "rebuild the plugin against this metro's headers");
     else if (d->kind != METRO_KIND_POTENTIAL && d->kind != METRO_KIND_SAMPLER &&
              d->kind != METRO_KIND_OBSERVABLE)
         rc = metro__fail(err, METRO_EUSAGE,

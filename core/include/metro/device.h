@@ -81,7 +81,7 @@ extern "C" __device__ float metro_pair_delta(float4 trial, float4 old, float4 b)
  * forbidden against any b.  The state is the potential's to use: it may
  * keep a partner-independent factor out of the sum, or test an overlap
  * once at the end.  A potential without such a form defines the three
- * with METRO_PAIR_DELTA_SUM_PLAIN (below).  Samplers keep runs short (32
+ * with METRO_TERM_PAIR_DELTA_SUM_PLAIN (below).  Samplers keep runs short (32
  * partners or fewer) and add the results in double.
  *
  * The second pass is the core's, for composites: add keeps the
