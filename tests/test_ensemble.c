@@ -169,6 +169,53 @@ START_TEST(combined_table_keeps_empty_fields)
 }
 END_TEST
 
+/* The host memory of a dry run's plan ("; host memory: X GiB"), -1 if none */
+static double planned_gib(const char *args)
+{
+    char *out = NULL, *e = NULL;
+    double gib = -1;
+    if (metro_test_cli(args, &out, &e) == 0 && out) {
+        const char *p = strstr(out, "; host memory:");
+        if (p) gib = strtod(p + strlen("; host memory:"), NULL);
+    }
+    free(out);
+    free(e);
+    return gib;
+}
+
+/* An ensemble's systems run at once, so together they must fit: two that
+ * each fit the machine but not both are refused up front (each alone
+ * passed, and the run would have been killed for memory partway) */
+START_TEST(systems_fit_together)
+{
+    setup_dir();
+    double limit = 0, kb;
+    char line[256];
+    FILE *f = fopen("/proc/meminfo", "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %lf", &kb) == 1 || sscanf(line, "SwapTotal: %lf", &kb) == 1) limit += kb / 1048576.0;
+    fclose(f);
+    metro_test_write(dir, "pt.ini", "[run]\nsweeps = 10\n[system]\nparticles = 1000\n[potential]\nplugin = lj_fene\n"
+                                    "[sampler]\nplugin = parallel_tempering\nreplicas = 100\n");
+    char args[1024];
+    snprintf(args, sizeof args, "run %s/pt.ini --device cpu --set sampler.ladders=1000 --dry-run", dir);
+    const double g1 = planned_gib(args);
+    snprintf(args, sizeof args, "run %s/pt.ini --device cpu --set sampler.ladders=2000 --dry-run", dir);
+    const double g2 = planned_gib(args), per = (g2 - g1) / 1000;
+    ck_assert_msg(g1 > 0 && per > 0, "no plan: %g, %g GiB", g1, g2);
+    const long ladders = (long)(0.6 * limit / per); /* one system: 60% of the machine */
+    char *e;
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/pt.ini --device cpu --set sampler.ladders=%ld --dry-run", dir, ladders), 0);
+    free(e);
+    const int rc = metro_test_clif(&e, "run %s/pt.ini --device cpu --set sampler.ladders=%ld --set run.systems=2 "
+                                       "--dry-run", dir, ladders);
+    ck_assert_msg(rc == 2 && strstr(e, "the 2 systems this process runs at once need"), "exit %d: %s", rc, e);
+    free(e);
+    cleanup();
+}
+END_TEST
+
 START_TEST(bad_system_writes_nothing)
 {
     setup_dir();
@@ -207,6 +254,7 @@ int main(void)
     tcase_add_test(tc, systems_equal_separate_runs);
     tcase_add_test(tc, scan_equals_separate_runs);
     tcase_add_test(tc, combined_table_keeps_empty_fields);
+    tcase_add_test(tc, systems_fit_together);
     tcase_add_test(tc, bad_system_writes_nothing);
     suite_add_tcase(s, tc);
     return metro_test_main(s);

@@ -509,14 +509,29 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     job *jobs = metro__xcalloc((size_t)e.k, sizeof *jobs);
     for (int i = 0; i < e.k; ++i) system_options(opt, &e, i, &so[i]);
     rc = METRO_OK;
-    /* every system valid before anything is written */
+    /* every system valid before anything is written, and this rank's
+     * systems together within the machine's memory (each alone was) */
+    const int me0 = metro__rank(), S0 = metro__ranks();
+    double host_need = 0, device_need = 0;
+    int mine = 0;
+    metro_sim *probe_sim = NULL;
     for (int i = 0; i < e.k && !rc; ++i) {
         metro_options dry = so[i].o;
         dry.dry_run = 1;
         metro_sim *s = NULL;
         if ((rc = metro_sim_create(&dry, &s, err))) metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
+        if (!rc && i % S0 == me0) {
+            host_need += s->host_need, device_need += s->device_need, ++mine;
+            if (!probe_sim) probe_sim = s, s = NULL;
+        }
         metro_sim_destroy(s);
     }
+    if (!rc && mine > 1) {
+        char who[96];
+        snprintf(who, sizeof who, "the %d systems this process runs at once", mine);
+        rc = metro__memory_fits(probe_sim, who, host_need, device_need, err);
+    }
+    metro_sim_destroy(probe_sim);
     /* a dry run of an ensemble checks every system, as above, and plans
      * the first (its scanned value set, as the run would) */
     if (opt->dry_run) {

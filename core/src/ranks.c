@@ -18,12 +18,25 @@ void metro__rank_range(int rank, int ranks, int items, int *first, int *last)
 
 static int started;
 
+static int on_host = 1; /* ranks sharing this rank's host (its memory) */
+
 void metro__ranks_init(int *argc, char ***argv)
 {
     int already = 0;
     MPI_Initialized(&already);
     if (!already) MPI_Init(argc, argv);
     started = !already;
+    /* once, here, where every rank passes: a collective */
+    MPI_Comm local;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
+        MPI_Comm_size(local, &on_host);
+        MPI_Comm_free(&local);
+    }
+}
+
+int metro__ranks_on_host(void)
+{
+    return on_host;
 }
 
 void metro__ranks_finalize(void)
@@ -100,6 +113,7 @@ int metro__ranks_any(int value)
 #else
 
 void metro__ranks_init(int *argc, char ***argv) { (void)argc, (void)argv; }
+int metro__ranks_on_host(void) { return 1; }
 void metro__ranks_finalize(void) {}
 void metro__ranks_abort(int status) { (void)status; }
 int metro__rank(void) { return 0; }

@@ -22,6 +22,8 @@ void metro__rank_range(int rank, int ranks, int items, int *first, int *last);
  * `bytes` each); afterwards every rank has all of them.  0, or -1. */
 int metro__ranks_share(void *array, int items, size_t bytes);
 void metro__ranks_barrier(void);
+/* How many ranks share this rank's host, and so its memory (1 without MPI). */
+int metro__ranks_on_host(void);
 /* Rank 0's value, on every rank. */
 int metro__ranks_agree(int value);
 /* The largest of every rank's value (a flag any rank may raise): the same

@@ -264,30 +264,41 @@ static int estimate_memory(metro_sim *sim, int created_obs, double *host, double
     return METRO_OK;
 }
 
-static int check_memory(metro_sim *sim, double host, double device, metro_error *err)
+int metro__memory_fits(metro_sim *sim, const char *who, double host, double device, metro_error *err)
 {
     double limit, avail;
     host_memory(&limit, &avail);
     int rc = METRO_OK;
     if (host > limit)
         rc = metro__fail(err, METRO_EUSAGE,
-                         "%s: %d particles x %d replicas need %.3g GiB of host memory, the machine has %.3g GiB "
-                         "(memory and swap): choose fewer particles or replicas",
-                         sim->cfg->path, sim->setup.particles, sim->setup.replicas, gib(host), gib(limit));
+                         "%s: %s need %.3g GiB of host memory, the machine has %.3g GiB (memory and swap): choose "
+                         "fewer particles or replicas%s",
+                         sim->cfg->path, who, gib(host), gib(limit), strstr(who, "ranks") ? ", or fewer ranks a host" : "");
     else if (host > avail)
-        metro__log(sim, METRO_LOG_WARN, "the run needs %.3g GiB of host memory; %.3g GiB are available now", gib(host),
+        metro__log(sim, METRO_LOG_WARN, "%s need %.3g GiB of host memory; %.3g GiB are available now", who, gib(host),
                    gib(avail));
     if (sim->setup.backend == METRO_BACKEND_CUDA) {
         size_t free_b = 0, total_b = 0;
         if (metro__device_memory(&free_b, &total_b, err)) return METRO_ERUN;
         if (device > (double)free_b)
             rc = metro__fail(err, METRO_EUSAGE,
-                             "%s: %d particles x %d replicas need %.3g GiB of device memory, the GPU has %.3g GiB free "
-                             "(of %.3g): choose fewer particles or replicas, or --device cpu",
-                             sim->cfg->path, sim->setup.particles, sim->setup.replicas, gib(device), gib((double)free_b),
-                             gib((double)total_b));
+                             "%s: %s need %.3g GiB of device memory, the GPU has %.3g GiB free (of %.3g): choose fewer "
+                             "particles or replicas, or --device cpu",
+                             sim->cfg->path, who, gib(device), gib((double)free_b), gib((double)total_b));
     }
     return rc;
+}
+
+static int check_memory(metro_sim *sim, double host, double device, metro_error *err)
+{
+    /* a spread run's ranks each hold every replica (they are shared after
+     * each segment): the ranks on one host need that many times the memory */
+    const int local = sim->spread ? metro__ranks_on_host() : 1;
+    char who[160];
+    snprintf(who, sizeof who, "%d particles x %d replicas%s", sim->setup.particles, sim->setup.replicas,
+             local > 1 ? " on each of this host's ranks" : "");
+    if (local > 1) snprintf(who + strlen(who), sizeof who - strlen(who), " (%d ranks)", local);
+    return metro__memory_fits(sim, who, host * local, device, err);
 }
 
 /* ---- assembly ------------------------------------------------------------- */
