@@ -346,6 +346,41 @@ START_TEST(nan_delta_stops_the_run)
 }
 END_TEST
 
+/* --dry-run --arch sm_90 links the run's device code for that GPU on a
+ * machine without one (a plugin author's check) and writes nothing, not
+ * even to the cubin cache; a potential without device code does not link,
+ * with nvJitLink's reason */
+START_TEST(dry_run_links_for_an_arch)
+{
+    fresh_dir();
+    char cache[128];
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    setenv("METRO_CACHE_DIR", cache, 1);
+    metro_test_write(dir, "q.ini", "[run]\nsweeps = 4\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
+                                   "[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    char *out = NULL, *e = NULL, args[1024];
+    snprintf(args, sizeof args, "run %s/q.ini --device cpu --output %s/q --dry-run --arch sm_90", dir, dir);
+    int rc = metro_test_cli(args, &out, &e);
+    ck_assert_msg(rc == 0 && strstr(out, "; device code:            links for sm_90"), "exit %d: %s%s", rc, out, e);
+    ck_assert_msg(!exists("q") && !exists("cache"), "a dry run wrote something");
+    free(out);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/q.ini --device cpu --arch sm_90", dir), 2);
+    ck_assert_msg(strstr(e, "--arch goes with --dry-run"), "%s", e);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/q.ini --device cpu --dry-run --arch compute90", dir), 2);
+    free(e);
+    metro_test_write(dir, "n.ini", "[run]\nsweeps = 4\n[system]\nparticles = 8\n[potential]\nplugin = nanpot\n"
+                                   "[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    rc = metro_test_clif(&e, "run %s/n.ini --device cpu --dry-run --arch sm_90", dir);
+    ck_assert_msg(rc == 1 && strstr(e, "nanpot__") && strstr(e, "--arch sm_90: the run's device code does not link"),
+                  "exit %d: %s", rc, e);
+    free(e);
+    unsetenv("METRO_CACHE_DIR");
+    cleanup();
+}
+END_TEST
+
 START_TEST(write_error_leaves_no_result)
 {
     fresh_dir();
@@ -808,6 +843,7 @@ int main(void)
     tcase_add_test(tc, claims_of_files);
     tcase_add_test(tc, output_rules_of_plugins);
     tcase_add_test(tc, nan_delta_stops_the_run);
+    tcase_add_test(tc, dry_run_links_for_an_arch);
     tcase_add_test(tc, write_error_leaves_no_result);
     tcase_add_test(tc, stale_temporaries_removed);
     tcase_add_test(tc, sweep_counts_cannot_overflow);

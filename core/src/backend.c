@@ -73,12 +73,19 @@ int metro__upload(metro_sim *sim, void *dst, const void *src, size_t n, metro_er
     return METRO_OK;
 }
 
-int metro__start_cuda(metro_sim *sim, metro_error *err)
+int metro__link_device(metro_sim *sim, const char *arch, int cache, void **cubin, size_t *size, metro_error *err)
 {
-    struct cudaDeviceProp prop;
-    CUDA_TRY(cudaGetDeviceProperties(&prop, sim->device), "reading the properties of device %d", sim->device);
-    char arch[16];
-    snprintf(arch, sizeof arch, "sm_%d%d", prop.major, prop.minor);
+    /* each term's parameter block must fit its slot of the module's
+     * metro_potential_params (checked again against the loaded symbol) */
+    for (int k = 0; k < sim->nterms; ++k) {
+        metro_ctx *t = &sim->terms[k];
+        size_t psize = 0;
+        ((const metro_potential_api *)t->plugin->d->api)->device_params(t->self, &psize);
+        if (psize > METRO_PARAMS_MAX)
+            return metro__fail(err, METRO_ERUN, "[%s] %s: device parameter block of %zu bytes exceeds %d (a plugin "
+                                                "bug: device_params() of the potential)",
+                               t->section, t->plugin->d->name, psize, METRO_PARAMS_MAX);
+    }
     metro__ir irs[3 + METRO_MAX_TERMS + 64];
     int n = 0;
     irs[n++] = (metro__ir){"core", metro__core_ir, metro__core_ir_size, 0};
@@ -102,12 +109,24 @@ int metro__start_cuda(metro_sim *sim, metro_error *err)
                                    sim->obs[i].plugin->d->device_ir_size, 0};
     }
     double t0 = metro__now();
-    void *cubin;
-    size_t size;
-    int rc = metro__jit_cached(irs, n, arch, &cubin, &size, &sim->cubin_cached, err);
+    int rc = cache ? metro__jit_cached(irs, n, arch, cubin, size, &sim->cubin_cached, err)
+                   : metro__jit_link(irs, n, arch, cubin, size, err);
     free(src);
     if (rc) return rc;
     sim->link_seconds = metro__now() - t0;
+    return METRO_OK;
+}
+
+int metro__start_cuda(metro_sim *sim, metro_error *err)
+{
+    struct cudaDeviceProp prop;
+    CUDA_TRY(cudaGetDeviceProperties(&prop, sim->device), "reading the properties of device %d", sim->device);
+    char arch[16];
+    snprintf(arch, sizeof arch, "sm_%d%d", prop.major, prop.minor);
+    void *cubin;
+    size_t size;
+    int rc = metro__link_device(sim, arch, 1, &cubin, &size, err);
+    if (rc) return rc;
     cudaStream_t s;
     CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "creating a stream");
     sim->stream = s;

@@ -12,9 +12,10 @@
 
 static const char usage[] =
     "usage: metro run CONFIG [--set SECTION.KEY=VALUE]... [--device auto|cpu|cuda]\n"
-    "                        [--output DIR] [--overwrite] [--quiet] [--dry-run]\n"
+    "                        [--output DIR] [--overwrite] [--quiet] [--dry-run [--arch sm_NN]]\n"
     "                                  --dry-run: check everything, print the resolved config\n"
-    "                                  and the work (sizes, memory, time), create nothing\n"
+    "                                  and the work (sizes, memory, time), create nothing;\n"
+    "                                  --arch: also link the device code for that GPU (none needed)\n"
     "       metro resume RUNDIR [--set SECTION.KEY=VALUE]... [--device ...] [--quiet]\n"
     "                                  continue a stopped run from RUNDIR/checkpoint.bin;\n"
     "                                  on a finished run, redo only its results (alias: analyze)\n"
@@ -70,6 +71,11 @@ static int cmd_run(int argc, char **argv, int resume)
             opt.overwrite = 1;
         } else if (!strcmp(a, "--dry-run") && !resume) {
             opt.dry_run = 1;
+        } else if (!strcmp(a, "--arch") && !resume) {
+            if (++i >= argc) { free(sets); return bad_usage("%s", "--arch needs a GPU architecture (sm_90, ...)"); }
+            opt.arch = argv[i];
+        } else if (!strncmp(a, "--arch=", 7) && !resume) {
+            opt.arch = a + 7;
         } else if (a[0] == '-' && a[1]) {
             free(sets);
             return bad_usage("unknown option %s", a);
@@ -81,6 +87,13 @@ static int cmd_run(int argc, char **argv, int resume)
         }
     }
     if (!opt.config_path) { free(sets); return bad_usage("%s", resume ? "resume needs a RUNDIR" : "run needs a CONFIG file"); }
+    if (opt.arch) {
+        const char *d = !strncmp(opt.arch, "sm_", 3) ? opt.arch + 3 : "";
+        const int digits = *d && strspn(d, "0123456789") >= 2 && strlen(d) <= 4 &&
+                           (!d[strspn(d, "0123456789")] || !strcmp(d + strspn(d, "0123456789"), "a"));
+        if (!opt.dry_run) { free(sets); return bad_usage("%s", "--arch goes with --dry-run (a run links for its own GPU)"); }
+        if (!digits) { free(sets); return bad_usage("--arch %s: not a GPU architecture (sm_80, sm_90, sm_90a, ...)", opt.arch); }
+    }
     char cfgpath[4200];
     if (resume) {
         if (opt.output) { free(sets); return bad_usage("%s", "resume continues in RUNDIR itself: no --output"); }

@@ -331,10 +331,19 @@ static int create_plugin(metro_sim *sim, metro_ctx *c, metro_error *err)
  * histogram on the GPU) refuse a config as the run would.  No device code
  * is linked: a kernel one asks for in create() is NULL (host.c), and their
  * device buffers come only at the first measurement. */
-static int dry_observables(metro_sim *sim, metro_error *err)
+static int dry_observables(metro_sim *sim, const metro_options *opt, metro_error *err)
 {
     int rc = METRO_OK;
     for (int i = 0; i < sim->nobs && !rc; ++i) rc = create_plugin(sim, &sim->obs[i], err);
+    /* --arch: the device code a CUDA run would link, linked here for that
+     * architecture (a plugin author's check on a machine without a GPU) */
+    if (!rc && opt->arch) {
+        void *cubin = NULL;
+        snprintf(sim->dry_arch, sizeof sim->dry_arch, "%s", opt->arch);
+        rc = metro__link_device(sim, opt->arch, 0, &cubin, &sim->dry_cubin, err); /* no cache: a dry run writes nothing */
+        free(cubin);
+        if (rc) metro__fail(err, rc, "--arch %s: the run's device code does not link (above)", opt->arch);
+    }
     return rc;
 }
 
@@ -380,7 +389,11 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
         goto fail;
     }
     if ((rc = metro__rundir_check(sim, opt, err))) goto fail;
-    rc = metro__choose_backend(sim, opt->device ? opt->device : metro__param_string(sim->run, "device"), err);
+    const char *want = opt->device ? opt->device : metro__param_string(sim->run, "device");
+    /* a dry run that links for an architecture needs no GPU: without one, a
+     * config of device = cuda is planned on the CPU backend */
+    if (opt->dry_run && opt->arch && !strcmp(want, "cuda")) want = "auto";
+    rc = metro__choose_backend(sim, want, err);
     if (rc) goto fail;
     sim->smp_api = sim->smp.plugin->d->api;
     sim->setup.replicas = 1;
@@ -416,7 +429,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
      * seconds and cannot fail on a valid config) */
     const int initial_file = *metro__param_string(sim->system, "initial") != 0;
     if (opt->dry_run && !initial_file) {
-        if ((rc = dry_observables(sim, err))) goto fail;
+        if ((rc = dry_observables(sim, opt, err))) goto fail;
         *out = sim;
         return METRO_OK;
     }
@@ -439,7 +452,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
         placed = 1;
     }
     if (opt->dry_run) {
-        if ((rc = dry_observables(sim, err))) goto fail;
+        if ((rc = dry_observables(sim, opt, err))) goto fail;
         *out = sim;
         return METRO_OK;
     }
@@ -561,6 +574,9 @@ int metro_sim_plan(metro_sim *sim, FILE *f)
             sim->equilibration, sim->sweeps, pairs, by_sampler ? "; this sampler needs far fewer" : "",
             gib(sim->host_need), gib(sim->device_need), sweep, basis,
             sweep * (double)(sim->sweeps + sim->equilibration));
+    if (sim->dry_arch[0])
+        fprintf(f, "; device code:            links for %s (%zu bytes of cubin, in %.2f s)\n", sim->dry_arch,
+                sim->dry_cubin, sim->link_seconds);
     return METRO_OK;
 }
 

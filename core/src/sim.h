@@ -119,6 +119,8 @@ struct metro_sim {
     double *d_total;
     double link_seconds;
     int cubin_cached;
+    char dry_arch[16];            /* a dry run's --arch, "" for none */
+    size_t dry_cubin;             /* the bytes it linked to */
 };
 
 /* ---- host.c ---- */
@@ -140,6 +142,11 @@ int metro__cuda_fail(metro_error *err, int status, const char *what, ...)
 int metro__choose_backend(metro_sim *sim, const char *want, metro_error *err);
 /* Free device memory in bytes and the card's total (CUDA backend). */
 int metro__device_memory(size_t *free_bytes, size_t *total_bytes, metro_error *err);
+/* The run's device code (the core's, the composed energy, every plugin's)
+ * linked for `arch` by nvJitLink, through the cache where `cache`: no GPU
+ * is needed, so a dry run can check it (--arch) and write nothing.
+ * *cubin is the caller's to free. */
+int metro__link_device(metro_sim *sim, const char *arch, int cache, void **cubin, size_t *size, metro_error *err);
 int metro__start_cuda(metro_sim *sim, metro_error *err);
 int metro__upload(metro_sim *sim, void *dst, const void *src, size_t n, metro_error *err,
                   const char *what);

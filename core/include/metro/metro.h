@@ -53,6 +53,10 @@ typedef struct metro_options {
                                          came from, for messages (NULL entry:
                                          the --set itself): an ensemble's
                                          scan names its [run] scan line */
+    const char *arch;                 /* dry_run: also link the run's device
+                                         code for this GPU architecture
+                                         ("sm_90"), no GPU needed, and check
+                                         the terms' parameter blocks */
 } metro_options;
 
 typedef struct metro_sim metro_sim;
