@@ -41,6 +41,12 @@ static const bad_case cases[] = {
     {"long_line.ini", "", "long_line.ini:12: [potential] name: unknown key"},
     /* a long list is checked item by item, and errors name its line */
     {"long_list_bad.ini", "", "long_list_bad.ini:10: [potential] valences: 'abc' in the list is not a number (list of reals in [-100, 100] e)"},
+    /* a list item out of range, and numbers that are not finite, are refused
+     * (mutation testing found neither guarded by a test) */
+    {"coulomb.ini", "--set potential.valences=1,-1e6", "--set #1 potential.valences=1,-1e6: [potential] valences: -1e+06 in the list is out of range (list of reals in [-100, 100] e)"},
+    {"good.ini", "--set sampler.temperature=nan", "--set #1 sampler.temperature=nan: [sampler] temperature: 'nan' is not a number"},
+    {"good.ini", "--set sampler.temperature=inf", "--set #1 sampler.temperature=inf: [sampler] temperature: 'inf' is not a number"},
+    {"coulomb.ini", "--set potential.diameters=4,nan", "--set #1 potential.diameters=4,nan: [potential] diameters: 'nan' in the list is not a number"},
     /* an empty item is a typo, never skipped (1,,-1 is not two species) */
     {"coulomb.ini", "--set potential.valences=1,,-1", "--set #1 potential.valences=1,,-1: [potential] valences: item 2 of the list is empty"},
     {"coulomb.ini", "--set potential.diameters=4,", "--set #1 potential.diameters=4,: [potential] diameters: item 2 of the list is empty"},

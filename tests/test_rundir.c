@@ -121,6 +121,13 @@ START_TEST(foreign_checkpoint_refused)
     snprintf(a, sizeof a, "%s/a/energy.csv", dir);
     snprintf(b, sizeof b, "%s/a.csv", dir);
     ck_assert_msg(metro_test_same_file(a, b), "the refused resume touched the results");
+    /* an observable's spacing is part of the chain's record: a resume that
+     * changes it would mix two spacings in one series (mutation testing
+     * found no test of it) */
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/b --set run.sweeps=800 --set \"observable energy.every=4\" "
+                                         "--device cpu --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "another chain") && strstr(e, "every"), "every is not named: %s", e);
+    free(e);
     cleanup();
 }
 END_TEST
@@ -342,6 +349,17 @@ START_TEST(nan_delta_stops_the_run)
         ck_assert_msg(rc == 1 && strstr(e, "delta() returned NaN for particle 3"), "%s: exit %d: %s", samplers[k], rc, e);
         free(e);
     }
+    /* a delta() that is not the change of total(): the energy check stops
+     * the run (mutation testing found no test that reached it) */
+    metro_test_write(dir, "b.ini", "[run]\nsweeps = 40\nequilibration = 0\ncheck_every = 10\n[system]\n"
+                                   "particles = 8\n[potential]\nplugin = nanpot\nbad = -1\nbias = -0.5\n"
+                                   "[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    char *e;
+    const int rc = metro_test_clif(&e, "run %s/b.ini --device cpu --output %s/b --quiet", dir, dir);
+    ck_assert_msg(rc == 1 && strstr(e, "energy check at sweep 10: replica 0 runs at E = ") &&
+                      strstr(e, "but recomputes to 0"),
+                  "exit %d: %s", rc, e);
+    free(e);
     cleanup();
 }
 END_TEST

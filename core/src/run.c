@@ -250,9 +250,20 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
          * (it ended at a sweeps that was not one, and is extended) */
         long k = step - done % step;
         if (k > sim->sweeps - done) k = sim->sweeps - done;
+        /* no longer than a chunk, nor past the next energy check: progress,
+         * checks and wall-time checkpoints come between measurements too (a
+         * run with no observables went through its production in one
+         * advance, without a check or a checkpoint) */
+        if (k > chunk) k = chunk;
+        if (sch.next_check > st->sweep && k > sch.next_check - st->sweep) k = sch.next_check - st->sweep;
+        double c0 = metro__now();
         rc = metro_sim_advance(sim, k, err);
         done += k;
         if (rc) break;
+        if (st->backend == METRO_BACKEND_CUDA) cudaStreamSynchronize((cudaStream_t)sim->stream);
+        int grow = metro__now() - c0 < 0.2 && chunk < (1 << 20);
+        if (sim->spread) grow = metro__ranks_agree(grow);
+        if (grow) chunk *= 2;
         /* Observables measure from host copies, which costs a sync, unless
          * on CUDA every one due can measure on the device. */
         int due = 0, host = 0;

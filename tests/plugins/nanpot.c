@@ -1,7 +1,8 @@
 /* tests/plugins/nanpot.c — a potential whose delta() is NaN for one
- * particle (`bad`), 0 otherwise: a potential's bug that every sampler's
- * CPU path must stop at rather than reject as it rejects an overlap
- * (test_rundir). */
+ * particle (`bad`), `bias` otherwise, while total() is 0: two bugs of a
+ * potential, which every sampler's CPU path must stop at (NaN: rejected as
+ * an overlap is, a silent bias) and the core's energy check must catch (a
+ * delta() that is not the change of total()) (test_rundir). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -9,6 +10,7 @@
 
 typedef struct nanpot {
     int bad;
+    double bias;
 } nanpot;
 
 static int p_create(const metro_host_api *h, metro_ctx *c, const metro_params *p, metro_setup *s, void **self)
@@ -17,6 +19,7 @@ static int p_create(const metro_host_api *h, metro_ctx *c, const metro_params *p
     nanpot *q = calloc(1, sizeof *q);
     if (!q) return h->fail(c, "out of memory");
     q->bad = (int)h->param_int(p, "bad");
+    q->bias = h->param_real(p, "bias");
     *self = q;
     return 0;
 }
@@ -35,7 +38,7 @@ static int p_initial(void *self, metro_ctx *ctx, metro_float4 *pos, int n)
 static double p_delta(void *self, const metro_float4 *pos, int n, int i, metro_float4 trial)
 {
     (void)pos, (void)n, (void)trial;
-    return i == ((nanpot *)self)->bad ? NAN : 0.0;
+    return i == ((nanpot *)self)->bad ? NAN : ((nanpot *)self)->bias;
 }
 static double p_total(void *self, const metro_float4 *pos, int n)
 {
@@ -46,7 +49,9 @@ static double p_total(void *self, const metro_float4 *pos, int n)
 static const metro_potential_api api = {METRO_ABI_VERSION, p_create, p_destroy, p_params, p_initial, p_delta, p_total, NULL, 0, NULL, NULL, NULL, NULL};
 
 static const metro_param_decl params[] = {
-    {"bad", METRO_PARAM_INT, "3", 0, 1000000, NULL, "", "the particle whose moves give NaN"}, METRO_PARAM_END};
+    {"bad", METRO_PARAM_INT, "3", -1, 1000000, NULL, "", "the particle whose moves give NaN (-1: none)"},
+    {"bias", METRO_PARAM_REAL, "0", -1, 1, NULL, "", "every other move's energy change, which total() never shows"},
+    METRO_PARAM_END};
 
 METRO_EXPORT const metro_plugin *metro_plugin_entry(void)
 {
