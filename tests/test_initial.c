@@ -189,6 +189,9 @@ START_TEST(refusals)
             W("holds 3 particles of species Na, the potential's counts ask 2"));
     refused(ions4, XYZ4("Na 0 0 0 2", "Cl 3 0 0 -1", "Na 0 3 0 1", "Cl 0 0 3 -1"), "",
             W("particle 0 (species Na) has charge 2", "valence 1"));
+    /* the sign counts: a file with the charges swapped is another system */
+    refused(ions4, XYZ4("Na 0 0 0 1", "Cl 3 0 0 -1", "Na 0 3 0 -1", "Cl 0 0 3 -1"), "",
+            W("particle 2 (species Na) has charge -1", "valence 1"));
     refused(ions4, XYZ4("Na 0 0 0 1", "Na 9.5 0 0 1", "Cl 0 3 0 -1", "Cl 0 0 3 -1"), "",
             W("particle 1 (species Na)", "outside the cell", "|r| = 9.5", "R - d/2 = 9"));
     refused(ions4, XYZ4("Na 0 0 0 1", "Na 0 5 0 1", "Cl 0 0 5 -1", "Cl 1.5 0 0 -1"), "",

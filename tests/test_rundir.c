@@ -425,6 +425,33 @@ START_TEST(write_error_leaves_no_result)
 }
 END_TEST
 
+/* A write error that the plugin itself ignores (its finish() succeeds) is
+ * caught when the results are committed: exit 1, the file named, nothing
+ * of it left (mutation testing found the commit's check unguarded) */
+START_TEST(ignored_write_error_caught_at_commit)
+{
+    fresh_dir();
+    metro_test_write(dir, "w.ini", "[run]\nsweeps = 4\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
+                                   "[sampler]\nplugin = metropolis\ntemperature = 1\n[observable w]\nplugin = writer\n"
+                                   "pad = 400000\ncareless = true\n");
+    char cmd[2048], err[512];
+    snprintf(err, sizeof err, "%s/err.txt", dir);
+    snprintf(cmd, sizeof cmd, "bash -c 'ulimit -f 300; exec %s/bin/metro run %s/w.ini --device cpu --output %s/w --quiet' 2>%s",
+             METRO_TEST_BINARY_DIR, dir, dir, err);
+    int st = system(cmd);
+    char *e = metro_test_slurp(err);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit %d, not 1: %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1, e);
+    ck_assert_msg(strstr(e, "writer.txt") && strstr(e, "File too large"), "no message: %s", e);
+    free(e);
+    ck_assert_msg(!exists("w/writer.txt") && !exists("w/writer.txt.tmp"), "a result was left in part");
+    snprintf(err, sizeof err, "%s/w/log.txt", dir);
+    char *log = metro_test_slurp(err);
+    ck_assert_msg(log && !strstr(log, "results written"), "the log claims results: %s", log ? log : "(none)");
+    free(log);
+    cleanup();
+}
+END_TEST
+
 START_TEST(stale_temporaries_removed)
 {
     fresh_dir();
@@ -864,6 +891,7 @@ int main(void)
     tcase_add_test(tc, dry_run_links_for_an_arch);
     tcase_add_test(tc, write_error_leaves_no_result);
     tcase_add_test(tc, stale_temporaries_removed);
+    tcase_add_test(tc, ignored_write_error_caught_at_commit);
     tcase_add_test(tc, sweep_counts_cannot_overflow);
     tcase_add_test(tc, refusals_name_the_line);
     tcase_add_test(tc, checkpoints_by_wall_time);
