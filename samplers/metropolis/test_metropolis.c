@@ -88,6 +88,13 @@ START_TEST(step_tuning)
         if (said) {
             double step = atof(said + strlen("step tuned during equilibration to "));
             ck_assert_msg(step > 0.01 && step < 0.25, "tuned step %g", step);
+            /* and production keeps it: tuning while measuring would break
+             * detailed balance (mutation testing found this unguarded) */
+            const char *last = NULL;
+            for (const char *p = strstr(log, ", step "); p; p = strstr(p + 1, ", step ")) last = p;
+            ck_assert_msg(last != NULL, "%s", log);
+            const double end = atof(last + strlen(", step "));
+            ck_assert_msg(fabs(end - step) <= 1e-5 * step, "the step moved in production: %g after %g", end, step);
         }
         free(log);
         metro_sim_destroy(sim);
