@@ -399,28 +399,40 @@ START_TEST(dry_run_links_for_an_arch)
 }
 END_TEST
 
+/* DIR/NAME.ini run into DIR/NAME under a file-size limit of `kb` kB,
+ * which must fail (exit 1) with a message naming `file` and EFBIG, leave
+ * no part of `file` (nor its temporary), and not claim results in the log */
+static void fails_under_file_limit(const char *name, int kb, const char *file)
+{
+    char cmd[2048], err[512], rel[256];
+    snprintf(err, sizeof err, "%s/err.txt", dir);
+    /* bash: its ulimit -f counts kilobytes (dash's counts 512-byte blocks) */
+    snprintf(cmd, sizeof cmd,
+             "bash -c 'ulimit -f %d; exec %s/bin/metro run %s/%s.ini --device cpu --output %s/%s --quiet' 2>%s", kb,
+             METRO_TEST_BINARY_DIR, dir, name, dir, name, err);
+    const int st = system(cmd);
+    char *e = metro_test_slurp(err);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit %d, not 1: %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1, e);
+    ck_assert_msg(strstr(e, file) && strstr(e, "File too large"), "no message: %s", e);
+    free(e);
+    snprintf(rel, sizeof rel, "%s/%s", name, file);
+    ck_assert_msg(!exists(rel), "%s was written in part", file);
+    snprintf(rel, sizeof rel, "%s/%s.tmp", name, file);
+    ck_assert_msg(!exists(rel), "a temporary was left behind");
+    snprintf(err, sizeof err, "%s/%s/log.txt", dir, name);
+    char *log = metro_test_slurp(err);
+    ck_assert_msg(log && !strstr(log, "results written"), "the log claims results: %s", log ? log : "(none)");
+    free(log);
+}
+
 START_TEST(write_error_leaves_no_result)
 {
     fresh_dir();
     /* energy.csv of 20000 samples (about 630 kB) does not fit under a
      * 540 kB file-size limit; the checkpoints (about 470 kB) do */
     metro_test_write(dir, "a.ini", chain_ini, 5, 40000, 40000, "", 0.6);
-    char cmd[2048], err[512];
-    snprintf(err, sizeof err, "%s/err.txt", dir);
-    /* bash: its ulimit -f counts kilobytes (dash's counts 512-byte blocks) */
-    snprintf(cmd, sizeof cmd, "bash -c 'ulimit -f 540; exec %s/bin/metro run %s/a.ini --device cpu --output %s/a --quiet' 2>%s",
-             METRO_TEST_BINARY_DIR, dir, dir, err);
-    int st = system(cmd);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit %d, not 1", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-    char *e = metro_test_slurp(err);
-    ck_assert_msg(strstr(e, "energy") && strstr(e, "File too large"), "no message: %s", e);
-    free(e);
-    ck_assert_msg(!exists("a/energy.csv") && !exists("a/energy_stats.csv"), "a result was written in part");
-    ck_assert_msg(!exists("a/energy.csv.tmp"), "a temporary was left behind");
-    snprintf(err, sizeof err, "%s/a/log.txt", dir);
-    char *log = metro_test_slurp(err);
-    ck_assert_msg(log && !strstr(log, "results written"), "the log claims results: %s", log ? log : "(none)");
-    free(log);
+    fails_under_file_limit("a", 540, "energy.csv");
+    ck_assert_msg(!exists("a/energy_stats.csv"), "a result was written");
     cleanup();
 }
 END_TEST
@@ -434,20 +446,7 @@ START_TEST(ignored_write_error_caught_at_commit)
     metro_test_write(dir, "w.ini", "[run]\nsweeps = 4\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
                                    "[sampler]\nplugin = metropolis\ntemperature = 1\n[observable w]\nplugin = writer\n"
                                    "pad = 400000\ncareless = true\n");
-    char cmd[2048], err[512];
-    snprintf(err, sizeof err, "%s/err.txt", dir);
-    snprintf(cmd, sizeof cmd, "bash -c 'ulimit -f 300; exec %s/bin/metro run %s/w.ini --device cpu --output %s/w --quiet' 2>%s",
-             METRO_TEST_BINARY_DIR, dir, dir, err);
-    int st = system(cmd);
-    char *e = metro_test_slurp(err);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "exit %d, not 1: %s", WIFEXITED(st) ? WEXITSTATUS(st) : -1, e);
-    ck_assert_msg(strstr(e, "writer.txt") && strstr(e, "File too large"), "no message: %s", e);
-    free(e);
-    ck_assert_msg(!exists("w/writer.txt") && !exists("w/writer.txt.tmp"), "a result was left in part");
-    snprintf(err, sizeof err, "%s/w/log.txt", dir);
-    char *log = metro_test_slurp(err);
-    ck_assert_msg(log && !strstr(log, "results written"), "the log claims results: %s", log ? log : "(none)");
-    free(log);
+    fails_under_file_limit("w", 300, "writer.txt");
     cleanup();
 }
 END_TEST
