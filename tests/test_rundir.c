@@ -842,6 +842,17 @@ START_TEST(dry_run_refuses_what_a_run_refuses)
     ck_assert_msg(strstr(e, "obs.ini:10: [observable g] pair_correlation (observable) refused its parameters"), "%s", e);
     free(e);
     ck_assert_msg(!exists("obs"), "a dry run created its directory");
+    /* chains that need more monomers than [system] counts give: the run
+     * refused them when it laid out the species, the dry run said OK */
+    metro_test_write(dir, "ch.ini", "[run]\nsweeps = 10\n[system]\nspecies = m, c\ncharges = -1, 1\n"
+                                    "diameters = 0.8\ncounts = 20, 20\nchains = 30\nchain_species = m\n"
+                                    "[potential chain]\nplugin = lj_fene\nspecies = m\nr0 = 1\n[potential coulomb]\n"
+                                    "plugin = coulomb_hs\ncell_radius = 15\nbjerrum = 2\n"
+                                    "[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/ch.ini --dry-run --device cpu --output %s/ch", dir, dir), 2);
+    ck_assert_msg(strstr(e, "[system] chains: the chains need more particles of species m than counts gives it (20)"),
+                  "%s", e);
+    free(e);
     cleanup();
 }
 END_TEST

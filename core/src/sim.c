@@ -429,6 +429,19 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
      * seconds and cannot fail on a valid config) */
     const int initial_file = *metro__param_string(sim->system, "initial") != 0;
     if (opt->dry_run && !initial_file) {
+        /* the species and chains laid out as the run would (O(N)): chains
+         * that need more particles of a species than it has are refused
+         * here, not only by the run */
+        metro_float4 *one = metro__xcalloc((size_t)sim->st.particles > 0 ? (size_t)sim->st.particles : 1, sizeof *one);
+        metro_float4 *kept = sim->st.pos;
+        const int replicas = sim->st.replicas;
+        sim->st.pos = one;
+        sim->st.replicas = 1;
+        rc = metro__assign_species(sim, err);
+        sim->st.pos = kept;
+        sim->st.replicas = replicas;
+        free(one);
+        if (rc) goto fail;
         if ((rc = dry_observables(sim, opt, err))) goto fail;
         *out = sim;
         return METRO_OK;
