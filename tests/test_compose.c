@@ -95,6 +95,30 @@ static void same_chain(const char *a, const char *b, long sweeps)
     free(pb);
 }
 
+#ifndef COMPOSE_GPU
+/* A composed Coulomb term without bjerrum takes λ_B from kelvin and a
+ * permittivity (7.1 at 300 K in water), which beside LJ units is rarely
+ * meant and reads as "no coupling" when 0: the run says so, --quiet or not */
+START_TEST(composed_bjerrum_default_warned)
+{
+    char d[] = "/tmp/metro-compose-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    metro_test_write(d, "c.ini", RUN SYS2 CHAIN "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 6\n\n" SMP);
+    char *e;
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/c.ini --dry-run --device cpu --quiet", d), 0);
+    ck_assert_msg(strstr(e, "coulomb_hs: warning: bjerrum = 0 (given or by default) means λ_B = 7.11"), "%s", e);
+    free(e);
+    metro_test_write(d, "b.ini", RUN SYS2 CHAIN COUL SMP);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/b.ini --dry-run --device cpu --quiet", d), 0);
+    ck_assert_msg(!strstr(e, "bjerrum"), "warned with bjerrum given: %s", e);
+    free(e);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+#endif
+
 START_TEST(lone_terms_are_todays_chains)
 {
     /* the chain term alone, declared through [system] species and chains */
@@ -328,6 +352,7 @@ int main(void)
     tcase_set_timeout(tc, 600);
 #ifndef COMPOSE_GPU
     tcase_add_test(tc, contradictions_refused);
+    tcase_add_test(tc, composed_bjerrum_default_warned);
 #else
     tcase_add_test(tc, cuda_equals_cpu);
 #endif

@@ -318,7 +318,18 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     }
     c->radius = R;
     double lb = host->param_real(p, "bjerrum");
-    if (!(lb > 0)) lb = coulomb_hs_bjerrum(host->param_real(p, "temperature"), host->param_real(p, "epsilon_r"));
+    if (!(lb > 0)) {
+        lb = coulomb_hs_bjerrum(host->param_real(p, "temperature"), host->param_real(p, "epsilon_r"));
+        /* beside other terms (LJ units, a trap, ...) a λ_B from kelvin and a
+         * permittivity is rarely what is meant, and bjerrum = 0 reads as
+         * "no coupling": say what was taken, whatever --quiet */
+        if (setup->terms > 1)
+            host->log(ctx, METRO_LOG_WARN,
+                      "bjerrum = 0 (given or by default) means λ_B = %g from temperature = %g K and epsilon_r = %g, "
+                      "not no coupling; in a composed system every term's energy is in units of the sampler's "
+                      "temperature: give bjerrum (λ_B at T = 1) in the length unit of the other terms",
+                      lb, host->param_real(p, "temperature"), host->param_real(p, "epsilon_r"));
+    }
     c->bjerrum = lb;
 
     memset(&c->dev, 0, sizeof c->dev);
