@@ -47,6 +47,12 @@ START_TEST(contradictions_refused)
     refused(RUN SYS2 CHAIN "[potential coulomb]\nplugin = coulomb_hs\ncell_radius = 6\nvalences = -1, 1\n\n" SMP,
             "compose.ini:20: [potential coulomb] coulomb_hs (potential) refused its parameters: valences: the species "
             "are declared for the whole system");
+    /* a species in the cell that no term with the cell's wall acts on would
+     * leave the cell (seen at |r| = 37 in a cell of radius 15) */
+    refused(RUN SYS2 "[potential chain]\nplugin = lj_fene\nspecies = m, c\n\n"
+                "[potential coulomb]\nplugin = coulomb_hs\nspecies = m\ncell_radius = 6\nbjerrum = 1\n\n" SMP,
+            "compose.ini:19: [potential coulomb] species: species 'c' is not among them, and no other term with the "
+            "cell's wall acts on it");
     /* a species no term knows */
     refused(RUN SYS2 CHAIN "[potential coulomb]\nplugin = coulomb_hs\nspecies = m\ncell_radius = 6\n\n" SMP,
             "compose.ini:6: [system] species: no potential term acts on species 'c'");

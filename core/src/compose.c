@@ -653,11 +653,24 @@ int metro__terms_finish(metro_sim *sim, metro_error *err)
             snprintf(sim->pot_name + l, sizeof sim->pot_name - l, " + %s", x->plugin->d->name);
         }
     }
-    for (int s = 0; s < su->species; ++s)
+    unsigned walled = 0;
+    int wall_term = -1;
+    for (int k = 0; k < sim->nterms; ++k)
+        if (sim->terms[k].walls) walled |= sim->terms[k].mask & all, wall_term = wall_term < 0 ? k : wall_term;
+    for (int s = 0; s < su->species; ++s) {
         if (!(covered >> s & 1u))
             return metro__fail(err, METRO_EUSAGE, "%s: [system] species: no potential term acts on species '%s' (give "
                                                   "it in some term's species list)",
                                where_of(sim, "system", "species"), su->species_table[s].name);
+        /* in a cell, a species no wall acts on leaves it (seen: ions at
+         * |r| = 37 in a cell of radius 15, outside the trajectory's box) */
+        if (wall_term >= 0 && !(walled >> s & 1u))
+            return metro__fail(err, METRO_EUSAGE, "%s: [%s] species: species '%s' is not among them, and no other term "
+                                                  "with the cell's wall acts on it, so nothing keeps it in the cell "
+                                                  "(give it in this term's species list)",
+                               where_of(sim, sim->terms[wall_term].section, "species"), sim->terms[wall_term].section,
+                               su->species_table[s].name);
+    }
     if (c->bond >= 0 && sim->chain_pattern_n)
         for (int i = 0; i < sim->chain_pattern_n; ++i)
             if (!(c->t[c->bond].mask >> sim->chain_pattern[i] & 1u))

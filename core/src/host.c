@@ -229,6 +229,7 @@ static int h_fact_set(metro_ctx *ctx, const char *name, double value)
 {
     metro_sim *sim = ctx->sim;
     if (strlen(name) >= sizeof sim->facts[0].name) return h_fail(ctx, "fact name '%s' is too long", name);
+    if (!strcmp(name, "cell_radius")) ctx->walls = 1; /* a cell's term: its wall acts on its species */
     for (int i = 0; i < sim->nfacts; ++i) {
         if (strcmp(sim->facts[i].name, name)) continue;
         if (sim->facts[i].value == value) return 0;

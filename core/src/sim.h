@@ -45,6 +45,7 @@ struct metro_ctx {
     char err[2048];               /* last host->fail() message */
     int host_rng;                 /* draw on the host even on CUDA (potentials) */
     unsigned mask;                /* potential terms: the species it acts on (bits) */
+    int walls;                    /* potential terms: it published cell_radius, so its wall keeps its species in */
     metro__rng rng;
     unsigned char *save_buf;
     size_t save_n, save_cap;
