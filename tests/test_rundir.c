@@ -686,6 +686,42 @@ START_TEST(overwrite_and_ensembles)
     ck_assert_int_eq(metro_test_clif(NULL, "run %s/e.ini --set run.systems=1 --device cpu --output %s/b --overwrite "
                                            "--quiet", dir, dir), 0);
     ck_assert_msg(!exists("b/system_000") && exists("b/checkpoint.bin"), "a single run over an ensemble");
+    /* a folder named like a system but not metro's is left alone */
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/b/system_2024 && echo x > %s/b/system_2024/notes.txt", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(metro_test_clif(NULL, "run %s/e.ini --device cpu --output %s/b --overwrite --quiet", dir, dir), 0);
+    ck_assert_msg(exists("b/system_2024/notes.txt"), "a user's folder was emptied");
+    /* a system folder resumed on its own by another process is not removed
+     * by an --overwrite of its ensemble (its run lost its directory) */
+    pid = fork();
+    if (pid == 0) {
+        char bin[512], sys[512];
+        snprintf(bin, sizeof bin, "%s/bin/metro", METRO_TEST_BINARY_DIR);
+        snprintf(sys, sizeof sys, "%s/b/system_001", dir);
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        execl(bin, "metro", "resume", sys, "--set", "run.sweeps=2000000000", "--device", "cpu", "--quiet", (char *)NULL);
+        _exit(127);
+    }
+    char lock[512];
+    snprintf(lock, sizeof lock, "%s/b/system_001/.lock", dir);
+    for (int i = 0; i < 1500; ++i) { /* until the resumed run holds its lock */
+        int fd = open(lock, O_RDWR);
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        const int held = fd >= 0 && fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+        if (fd >= 0) close(fd);
+        if (held) break;
+        usleep(20000);
+    }
+    metro_test_write(dir, "one.ini", "[run]\nsweeps = 20\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
+                                     "[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    const int rc2 = metro_test_clif(&e, "run %s/one.ini --device cpu --output %s/b --overwrite --quiet", dir, dir);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ck_assert_msg(rc2 == 2 && strstr(e, "system_001: in use by another metro process"), "exit %d: %s", rc2, e);
+    free(e);
+    ck_assert_msg(exists("b/system_001/checkpoint.bin") && exists("b/config.ini"), "the overwrite removed files first");
     cleanup();
 }
 END_TEST

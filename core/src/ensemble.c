@@ -484,6 +484,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         metro_sim *probe = NULL;
         metro_options o = *opt;
         o.dry_run = 1;
+        o.arch = NULL;
         /* the run directory the config asks for, through the one rule; a
          * scan's first value set (the scan may supply a required key) */
         const char **sets = metro__xcalloc((size_t)opt->nsets + 2, sizeof *sets),
@@ -518,6 +519,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     for (int i = 0; i < e.k && !rc; ++i) {
         metro_options dry = so[i].o;
         dry.dry_run = 1;
+        dry.arch = NULL; /* --arch: the plan's system links, once */
         metro_sim *s = NULL;
         if ((rc = metro_sim_create(&dry, &s, err))) metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
         if (!rc && i % S0 == me0) {
@@ -529,7 +531,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     if (!rc && mine > 1) {
         char who[96];
         snprintf(who, sizeof who, "the %d systems this process runs at once", mine);
-        rc = metro__memory_fits(probe_sim, who, host_need, device_need, err);
+        rc = metro__memory_fits(probe_sim, who, host_need, host_need, device_need, err);
     }
     metro_sim_destroy(probe_sim);
     /* a dry run of an ensemble checks every system, as above, and plans
@@ -555,8 +557,10 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
      * were taken over) */
     int lock_fd = -1;
     if (!rc && me == 0) rc = metro__ensemble_dir_open(e.dir, opt->resume, opt->overwrite, &lock_fd, err);
-    /* every rank learns whether rank 0 could take it */
-    if (S > 1) rc = metro__ranks_agree(rc);
+    /* a failure on any rank (rank 0's lock, or a check of this rank's own
+     * systems, as their memory together) stops every rank: rank 0's value
+     * alone let another rank run systems it had refused */
+    if (S > 1) rc = metro__ranks_any(rc);
     if (!rc && !opt->resume && me == 0) {
         char *text = opt->config_text ? metro__strdup(opt->config_text) : metro__read_file(opt->config_path, NULL);
         if (text) {

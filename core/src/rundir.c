@@ -138,28 +138,54 @@ static void remove_files(const char *dir, int all);
 /* --overwrite of DIR, whose lock this process holds: every plain file but
  * the lock, and the system_NNN folders of an ensemble that ran there (left
  * behind, they made the next resume take a single run for an ensemble, or
- * an ensemble of 3 for one of 5).  0, or -1 with err filled. */
+ * an ensemble of 3 for one of 5).  Only folders that are metro's (a
+ * config.ini in them) are touched, and everything is checked before
+ * anything is removed: a system folder in use by another process (resumed
+ * on its own) or holding a subfolder refuses the overwrite as a whole.
+ * 0, or -1 with err filled. */
 static int clear_rundir(const char *dir, metro_error *err)
 {
-    remove_files(dir, 1);
-    DIR *d = opendir(dir);
-    if (!d) return 0;
     int rc = 0;
-    struct dirent *e;
-    char path[4200];
-    while ((e = readdir(d)) && !rc) {
-        struct stat sb;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        if (!system_folder(e->d_name) || lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) continue;
-        remove_files(path, 1);
-        char lock[4300];
-        snprintf(lock, sizeof lock, "%s/" LOCK_NAME, path);
-        unlink(lock);
-        if (rmdir(path) != 0)
-            rc = metro__fail(err, METRO_EUSAGE, "%s: an ensemble's system folder that --overwrite cannot remove: %s "
-                                                "(remove it, or choose another --output)", path, strerror(errno));
+    for (int pass = 0; pass < 2 && !rc; ++pass) {
+        DIR *d = opendir(dir);
+        if (!d) break;
+        struct dirent *e;
+        char path[3800]; /* room for the names added below */
+        while ((e = readdir(d)) && !rc) {
+            struct stat sb;
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            if (!system_folder(e->d_name) || lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) || !exists(path, "config.ini"))
+                continue;
+            if (pass == 1) {
+                remove_files(path, 1);
+                char lock[4300];
+                snprintf(lock, sizeof lock, "%s/" LOCK_NAME, path);
+                unlink(lock);
+                if (rmdir(path) != 0)
+                    rc = metro__fail(err, METRO_EUSAGE, "%s: cannot be removed: %s", path, strerror(errno));
+                continue;
+            }
+            const long pid = lock_holder(path);
+            if (pid > 0) {
+                rc = metro__fail(err, METRO_EUSAGE, "%s: in use by another metro process (PID %ld): --overwrite of %s "
+                                                    "would remove it; wait for it to end or stop it first",
+                                 path, pid, dir);
+                continue;
+            }
+            DIR *sub = opendir(path);
+            for (struct dirent *f; sub && !rc && (f = readdir(sub));) {
+                char inner[4400];
+                snprintf(inner, sizeof inner, "%s/%s", path, f->d_name);
+                if (strcmp(f->d_name, ".") && strcmp(f->d_name, "..") && lstat(inner, &sb) == 0 && S_ISDIR(sb.st_mode))
+                    rc = metro__fail(err, METRO_EUSAGE, "%s: a former ensemble's system folder holds a folder of its "
+                                                        "own (%s), which --overwrite does not remove: move it, or "
+                                                        "choose another --output", path, f->d_name);
+            }
+            if (sub) closedir(sub);
+        }
+        closedir(d);
     }
-    closedir(d);
+    if (!rc) remove_files(dir, 1);
     return rc;
 }
 

@@ -211,7 +211,7 @@ static double gib(double bytes)
 /* Physical memory and swap, or a lower address-space limit: a run that
  * needs more cannot work.  (MemAvailable is only a warning: on machines
  * whose memory grows as it is used it reads far too low at the start.) */
-static void host_memory(double *limit, double *available)
+static void host_memory(double *limit, double *available, double *process)
 {
     double total = 0, swap = 0, avail = 0;
     FILE *f = fopen("/proc/meminfo", "r");
@@ -226,9 +226,12 @@ static void host_memory(double *limit, double *available)
     if (total <= 0) total = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     *limit = total + swap;
     *available = avail > 0 ? avail : total;
+    /* a process's own address-space limit (ulimit -v, a batch system's
+     * h_vmem) bounds this process alone, not the ranks beside it */
+    *process = *limit;
     struct rlimit rl;
     if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (double)rl.rlim_cur < *limit)
-        *limit = *available = (double)rl.rlim_cur;
+        *process = (double)rl.rlim_cur;
 }
 
 static const void *const *memory_fn(metro_ctx *c)
@@ -264,16 +267,22 @@ static int estimate_memory(metro_sim *sim, int created_obs, double *host, double
     return METRO_OK;
 }
 
-int metro__memory_fits(metro_sim *sim, const char *who, double host, double device, metro_error *err)
+int metro__memory_fits(metro_sim *sim, const char *who, double host, double host_here, double device,
+                       metro_error *err)
 {
-    double limit, avail;
-    host_memory(&limit, &avail);
+    double limit, avail, process;
+    host_memory(&limit, &avail, &process);
     int rc = METRO_OK;
     if (host > limit)
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: %s need %.3g GiB of host memory, the machine has %.3g GiB (memory and swap): choose "
                          "fewer particles or replicas%s",
                          sim->cfg->path, who, gib(host), gib(limit), strstr(who, "ranks") ? ", or fewer ranks a host" : "");
+    else if (host_here > process)
+        rc = metro__fail(err, METRO_EUSAGE,
+                         "%s: %s need %.3g GiB of host memory in this process, whose limit is %.3g GiB (ulimit -v, or "
+                         "the batch system's): choose fewer particles or replicas, or raise the limit",
+                         sim->cfg->path, who, gib(host_here), gib(process));
     else if (host > avail)
         metro__log(sim, METRO_LOG_WARN, "%s need %.3g GiB of host memory; %.3g GiB are available now", who, gib(host),
                    gib(avail));
@@ -298,7 +307,7 @@ static int check_memory(metro_sim *sim, double host, double device, metro_error 
     snprintf(who, sizeof who, "%d particles x %d replicas%s", sim->setup.particles, sim->setup.replicas,
              local > 1 ? " on each of this host's ranks" : "");
     if (local > 1) snprintf(who + strlen(who), sizeof who - strlen(who), " (%d ranks)", local);
-    return metro__memory_fits(sim, who, host * local, device, err);
+    return metro__memory_fits(sim, who, host * local, host, device, err);
 }
 
 /* ---- assembly ------------------------------------------------------------- */

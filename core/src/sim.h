@@ -168,10 +168,12 @@ void metro__rundir_close(metro_sim *sim);
  * locked as a run directory is (*lock_fd, closed by the caller at the
  * end), and with overwrite cleared of a former run's files and system
  * folders.  METRO_OK, or METRO_EUSAGE naming the holder of the lock. */
-/* Whether `host` and `device` bytes fit this machine (host memory and
- * swap; the GPU's free memory on the CUDA backend), `who` naming what
- * needs them ("3 systems"); METRO_OK, or METRO_EUSAGE with the sizes. */
-int metro__memory_fits(metro_sim *sim, const char *who, double host, double device, metro_error *err);
+/* Whether `host` bytes fit this machine (memory and swap), `host_here`
+ * of them this process (its address-space limit), and `device` bytes the
+ * GPU's free memory on the CUDA backend, `who` naming what needs them
+ * ("3 systems"); METRO_OK, or METRO_EUSAGE with the sizes. */
+int metro__memory_fits(metro_sim *sim, const char *who, double host, double host_here, double device,
+                       metro_error *err);
 int metro__ensemble_dir_open(const char *dir, int resume, int overwrite, int *lock_fd, metro_error *err);
 /* The resolved config: every section, every default written out. */
 void metro__write_resolved(metro_sim *sim, FILE *f);
