@@ -597,6 +597,22 @@ static const char *long_chunks_ini =
     "[sampler]\nplugin = metropolis\ntemperature = 0.6\n\n"
     "[observable energy]\nplugin = energy\nevery = 500000\n";
 
+/* The run spawned as pid stops at the signal sent to it: it exits
+ * METRO_ESTOPPED (not killed by it), saying so in DIR/stderr.txt */
+static void stopped_by_the_signal(pid_t pid)
+{
+    int st;
+    waitpid(pid, &st, 0);
+    char log[512];
+    snprintf(log, sizeof log, "%s/stderr.txt", dir);
+    char *e = metro_test_slurp(log);
+    ck_assert_msg(WIFEXITED(st), "killed by signal %d instead of stopping: %s", WIFSIGNALED(st) ? WTERMSIG(st) : 0, e);
+    ck_assert_msg(WEXITSTATUS(st) == METRO_ESTOPPED, "a stopped run exits %d, not %d: %s", WEXITSTATUS(st),
+                  METRO_ESTOPPED, e);
+    ck_assert_msg(strstr(e, "interrupted by signal 15") && strstr(e, "checkpoint is written"), "%s", e);
+    free(e);
+}
+
 START_TEST(signal_twice_checkpoints)
 {
     fresh_dir();
@@ -608,15 +624,7 @@ START_TEST(signal_twice_checkpoints)
     kill(pid, SIGTERM);
     usleep(10000);
     kill(pid, SIGTERM);
-    int st;
-    waitpid(pid, &st, 0);
-    char log[512];
-    snprintf(log, sizeof log, "%s/stderr.txt", dir);
-    char *e = metro_test_slurp(log);
-    ck_assert_msg(WIFEXITED(st), "killed by signal %d instead of stopping: %s", WIFSIGNALED(st) ? WTERMSIG(st) : 0, e);
-    ck_assert_msg(WEXITSTATUS(st) == METRO_ESTOPPED, "a stopped run exits %d, not %d", WEXITSTATUS(st), METRO_ESTOPPED);
-    ck_assert_msg(strstr(e, "interrupted by signal 15") && strstr(e, "checkpoint is written"), "%s", e);
-    free(e);
+    stopped_by_the_signal(pid);
     metro_test_write(dir, "b.ini", long_chunks_ini, 0.0);
     resumed_equals_straight("stopped");
     cleanup();
@@ -638,14 +646,7 @@ START_TEST(ensemble_stops_after_a_system_ended)
     ck_assert_msg(exists("a/system_000/energy_stats.csv"), "the short system did not end");
     usleep(200000);
     kill(pid, SIGTERM);
-    int st;
-    waitpid(pid, &st, 0);
-    char log[512];
-    snprintf(log, sizeof log, "%s/stderr.txt", dir);
-    char *e = metro_test_slurp(log);
-    ck_assert_msg(WIFEXITED(st), "killed by signal %d instead of stopping: %s", WIFSIGNALED(st) ? WTERMSIG(st) : 0, e);
-    ck_assert_msg(WEXITSTATUS(st) == METRO_ESTOPPED, "exit %d: %s", WEXITSTATUS(st), e);
-    free(e);
+    stopped_by_the_signal(pid);
     ck_assert_msg(exists("a/system_001/checkpoint.bin"), "the long system stopped without its checkpoint");
     cleanup();
 }

@@ -145,9 +145,10 @@ int metro__start_cuda(metro_sim *sim, metro_error *err)
         metro_ctx *t = &sim->terms[k];
         size_t psize = 0;
         const void *params = ((const metro_potential_api *)t->plugin->d->api)->device_params(t->self, &psize);
-        if (psize > METRO_PARAMS_MAX || (size_t)(k + 1) * METRO_PARAMS_MAX > symsize)
-            return metro__fail(err, METRO_ERUN, "[%s] %s: parameter block of %zu bytes exceeds %d", t->section,
-                               t->plugin->d->name, psize, METRO_PARAMS_MAX);
+        /* the block's own size was checked by metro__link_device */
+        if ((size_t)(k + 1) * METRO_PARAMS_MAX > symsize)
+            return metro__fail(err, METRO_ERUN, "[%s] %s: the linked module's metro_potential_params (%zu bytes) has "
+                                                "no slot for term %d", t->section, t->plugin->d->name, symsize, k + 1);
         if (psize && (rc = metro__upload(sim, (char *)sym + (size_t)k * METRO_PARAMS_MAX, params, psize, err,
                                          "a potential term's parameters")))
             return rc;

@@ -683,12 +683,11 @@ int metro__terms_finish(metro_sim *sim, metro_error *err)
     return METRO_OK;
 }
 
-int metro__assign_species(metro_sim *sim, metro_error *err)
+int metro__assign_species(metro_sim *sim, metro_float4 *pos, int replicas, metro_error *err)
 {
-    metro_state *st = &sim->st;
-    int rc = assign_species(sim, st->pos, err);
-    for (int r = 1; !rc && r < st->replicas; ++r)
-        memcpy(st->pos + (size_t)r * st->particles, st->pos, sizeof *st->pos * (size_t)st->particles);
+    const size_t n = (size_t)sim->setup.particles;
+    int rc = assign_species(sim, pos, err);
+    for (int r = 1; !rc && r < replicas; ++r) memcpy(pos + (size_t)r * n, pos, sizeof *pos * n);
     return rc;
 }
 

@@ -584,19 +584,11 @@ static int parse_value(const metro_param_decl *d, const char *text, struct metro
     return -1;
 }
 
-static int key_name_ok(const char *s)
-{
-    if (!(isalpha((unsigned char)*s) || *s == '_')) return 0;
-    for (++s; *s; ++s)
-        if (!(isalnum((unsigned char)*s) || *s == '_')) return 0;
-    return 1;
-}
-
 int metro__decls_check(const metro_param_decl *decls, const char *const *reserved, char *why, size_t n)
 {
     for (int i = 0; decls && decls[i].name; ++i) {
         const metro_param_decl *d = &decls[i];
-        if (!key_name_ok(d->name)) {
+        if (!metro__identifier(d->name)) {
             snprintf(why, n, "parameter '%.64s': not a key a config can hold (letters, digits and _, not starting "
                              "with a digit)", d->name);
             return -1;

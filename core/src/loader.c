@@ -35,17 +35,6 @@ const char *const *metro__core_keys(metro_kind k)
     return k == METRO_KIND_POTENTIAL ? potential : k == METRO_KIND_OBSERVABLE ? observable : sampler;
 }
 
-/* A plugin's name is a C identifier: its device code's symbols are built
- * from it (NAME__pair_energy, ...), so another name fails only at the link
- * on a GPU */
-static int identifier(const char *s)
-{
-    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return 0;
-    for (++s; *s; ++s)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_')) return 0;
-    return 1;
-}
-
 const char *const *metro__plugin_dirs(void)
 {
     static char **dirs;
@@ -159,7 +148,7 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
     else if (!d->name || !d->version || !d->summary || !d->api)
         rc = metro__fail(err, METRO_EUSAGE, "%s: descriptor lacks %s", path,
                          !d->name ? "a name" : !d->version ? "a version" : !d->summary ? "a summary" : "its function table");
-    else if (!identifier(d->name))
+    else if (!metro__identifier(d->name))
         rc = metro__fail(err, METRO_EUSAGE, "%s: '%s' is not a plugin name: letters, digits and _, not starting with "
                                             "a digit (its device code's names are built from it)", path, d->name);
     else if (strlen(d->name) != stem || strncmp(d->name, base, stem))

@@ -199,6 +199,16 @@ static int after_chunk(metro_sim *sim, schedule *s, int synced, metro_error *err
     return rc;
 }
 
+/* The next chunk of sweeps: twice this one while one took under 0.2 s
+ * (from c0), up to 2^20; over MPI rank 0's clock decides for all, so every
+ * rank meets the same collectives */
+static long next_chunk(metro_sim *sim, long chunk, double c0)
+{
+    int grow = metro__now() - c0 < 0.2 && chunk < (1 << 20);
+    if (sim->spread) grow = metro__ranks_agree(grow);
+    return grow ? 2 * chunk : chunk;
+}
+
 int metro_sim_run(metro_sim *sim, metro_error *err)
 {
     metro_state *st = &sim->st;
@@ -229,11 +239,7 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
         rc = metro_sim_advance(sim, k, err);
         if (st->backend == METRO_BACKEND_CUDA) cudaStreamSynchronize((cudaStream_t)sim->stream);
         done += k;
-        /* chunks grow while they are short; over MPI rank 0's clock decides
-         * for all, so every rank meets the same collectives */
-        int grow = metro__now() - c0 < 0.2 && chunk < (1 << 20);
-        if (sim->spread) grow = metro__ranks_agree(grow);
-        if (grow) chunk *= 2;
+        chunk = next_chunk(sim, chunk, c0);
         progress(sim, "equilibration", done, sim->equilibration, t0, done == sim->equilibration);
         if (!rc) rc = after_chunk(sim, &sch, 0, err);
     }
@@ -260,12 +266,10 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
         rc = metro_sim_advance(sim, k, err);
         done += k;
         if (rc) break;
-        /* the host's time of the call: on CUDA, where sweeps queue on the
-         * stream, chunks soon reach their cap (measurements and checks then
-         * bound them, as before) and the stream is never drained for it */
-        int grow = metro__now() - c0 < 0.2 && chunk < (1 << 20);
-        if (sim->spread) grow = metro__ranks_agree(grow);
-        if (grow) chunk *= 2;
+        /* timed on the host: on CUDA, where sweeps queue on the stream,
+         * chunks soon reach their cap (measurements and checks then bound
+         * them, as before) and the stream is never drained for it */
+        chunk = next_chunk(sim, chunk, c0);
         /* Observables measure from host copies, which costs a sync, unless
          * on CUDA every one due can measure on the device. */
         int due = 0, host = 0;

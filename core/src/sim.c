@@ -441,14 +441,8 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
         /* the species and chains laid out as the run would (O(N)): chains
          * that need more particles of a species than it has are refused
          * here, not only by the run */
-        metro_float4 *one = metro__xcalloc((size_t)sim->st.particles > 0 ? (size_t)sim->st.particles : 1, sizeof *one);
-        metro_float4 *kept = sim->st.pos;
-        const int replicas = sim->st.replicas;
-        sim->st.pos = one;
-        sim->st.replicas = 1;
-        rc = metro__assign_species(sim, err);
-        sim->st.pos = kept;
-        sim->st.replicas = replicas;
+        metro_float4 *one = metro__xcalloc((size_t)sim->setup.particles + 1, sizeof *one);
+        rc = metro__assign_species(sim, one, 1, err);
         free(one);
         if (rc) goto fail;
         if ((rc = dry_observables(sim, opt, err))) goto fail;
@@ -478,7 +472,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
         *out = sim;
         return METRO_OK;
     }
-    if (!placed && (rc = metro__assign_species(sim, err))) goto fail;
+    if (!placed && (rc = metro__assign_species(sim, st->pos, st->replicas, err))) goto fail;
     for (int r = 0; r < st->replicas; ++r) {
         st->slot_replica[r] = r;
         metro_ctx *pc = metro__placing_ctx(sim);

@@ -232,8 +232,9 @@ int metro__system_read(metro_sim *sim, metro_error *err);
 /* After create(): the cross-checks, and sim->pot_api / pot_self. */
 int metro__terms_finish(metro_sim *sim, metro_error *err);
 int metro__compose_check_table(metro_sim *sim, metro_error *err);
-/* The species of every particle into st->pos[].w (every replica). */
-int metro__assign_species(metro_sim *sim, metro_error *err);
+/* The species of every particle into pos[].w, for `replicas` replicas of
+ * [system] particles each (the chains' and counts' checks with it). */
+int metro__assign_species(metro_sim *sim, metro_float4 *pos, int replicas, metro_error *err);
 /* The instance whose random stream places a composed system. */
 metro_ctx *metro__placing_ctx(metro_sim *sim);
 /* The run-wide device functions (metro/device.h) as CUDA source (heap):

@@ -125,6 +125,14 @@ char *metro__read_file(const char *path, size_t *size)
     return buf;
 }
 
+int metro__identifier(const char *s)
+{
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || *s == '_')) return 0;
+    for (++s; *s; ++s)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_')) return 0;
+    return 1;
+}
+
 int metro__edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);

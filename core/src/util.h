@@ -29,6 +29,10 @@ int metro__mkdirs(const char *path);
 /* Whole file into a heap buffer (NUL-terminated); NULL with errno. */
 char *metro__read_file(const char *path, size_t *size);
 
+/* A C identifier ([A-Za-z_][A-Za-z0-9_]*): plugin names (their device
+ * symbols are built from them) and the keys plugins declare. */
+int metro__identifier(const char *s);
+
 /* Levenshtein distance, for "did you mean" hints. */
 int metro__edit_distance(const char *a, const char *b);
 
