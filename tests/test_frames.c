@@ -311,18 +311,23 @@ START_TEST(bad_files)
 }
 END_TEST
 
-/* metro__frames_read(name) in dir refuses, naming the file, with each of
- * want in the message, and no byte of it but printable ASCII. */
-static void read_refused(const char *name, const char *const *want)
+/* metro__frames_read(name, frame) in dir refuses, naming the file, with
+ * each of want in the message, and no byte of it but printable ASCII. */
+static void read_refused_at(const char *name, long frame, const char *const *want)
 {
     char p[256], err[4096];
     metro__frame_in in;
     path_of(p, sizeof p, name);
-    ck_assert_msg(metro__frames_read(p, -1, &in, err, sizeof err) != 0, "%s was accepted", name);
+    ck_assert_msg(metro__frames_read(p, frame, &in, err, sizeof err) != 0, "%s was accepted", name);
     ck_assert_msg(strstr(err, p), "%s: no file in '%s'", name, err);
     for (int k = 0; want[k]; ++k) ck_assert_msg(strstr(err, want[k]), "%s: '%s' not in '%s'", name, want[k], err);
     for (const char *c = err; *c; ++c)
         ck_assert_msg(*c >= 0x20 && *c < 0x7f, "%s: byte 0x%02x in the message '%s'", name, (unsigned char)*c, err);
+}
+
+static void read_refused(const char *name, const char *const *want)
+{
+    read_refused_at(name, -1, want);
 }
 
 static void put(const char *name, const char *content, size_t n)
@@ -426,6 +431,26 @@ START_TEST(xyz_frames_cut_short)
     PUT("fewer.xyz", "1\n\nA 0 0 0\nA 1 0 0\n");
     read_refused("fewer.xyz", W("fewer.xyz:4: expected the particle count of frame 1 after the 1 particles of frame 0 "
                                 "(count on line 1), found 'A 1 0 0'"));
+    /* a last frame cut inside its last line has all its lines: the missing
+     * newline gives it away, and the frame before it is the last one (its
+     * last number cut short would otherwise be read as another) */
+    metro__frame_in in;
+    char err[4096], p[256];
+    PUT("cut_line.xyz", "1\n\nA 0 0 0\n1\n\nA 1 0 0.25");
+    ck_assert_msg((path_of(p, sizeof p, "cut_line.xyz"), metro__frames_read(p, -1, &in, err, sizeof err)) == 0, "%s", err);
+    ck_assert_int_eq(in.frames, 1);
+    ck_assert_int_eq(in.partial_tail, 1);
+    ck_assert(in.xyz[0] == 0.0);
+    metro__frame_in_free(&in);
+    read_refused_at("cut_line.xyz", 1, W("initial_frame 1 does not exist: the file holds 1 frames and an incomplete one "
+                                         "after them"));
+    /* a lone frame without its final newline is a file made by hand, read whole */
+    PUT("one_no_newline.xyz", "1\n\nA 1 0 0.25");
+    ck_assert_msg((path_of(p, sizeof p, "one_no_newline.xyz"), metro__frames_read(p, -1, &in, err, sizeof err)) == 0, "%s", err);
+    ck_assert_int_eq(in.frames, 1);
+    ck_assert_int_eq(in.partial_tail, 0);
+    ck_assert(in.xyz[2] == 0.25f);
+    metro__frame_in_free(&in);
 }
 END_TEST
 

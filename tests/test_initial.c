@@ -211,6 +211,62 @@ START_TEST(refusals)
 }
 END_TEST
 
+/* Runs INI (written to tmp/c.ini) on the CPU into tmp/out_ok; its exit
+ * status, stderr in *e. */
+static int run_ini(const char *ini, char **e)
+{
+    char cfg[256];
+    snprintf(cfg, sizeof cfg, "%s/c.ini", tmp);
+    FILE *f = fopen(cfg, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(ini, f);
+    fclose(f);
+    return metro_test_clif(e, "run %s --device cpu --output %s/out_ok --overwrite", cfg, tmp);
+}
+
+/* What a file leaves to the config, and what the config gives without a file */
+START_TEST(file_and_config)
+{
+    char ini[2048], *e = NULL, out[256];
+    /* a frame of no file was ignored (exit 0, the placement's start) */
+    snprintf(ini, sizeof ini, "%sinitial_frame = 2\n", chain3);
+    int rc = run_ini(ini, &e);
+    ck_assert_msg(rc == 2 && strstr(e, "c.ini:") && strstr(e, "[system] initial_frame = 2, but [system] initial names no file"),
+                  "exit %d: %s", rc, e);
+    free(e);
+    snprintf(out, sizeof out, "%s/out_ok", tmp);
+    ck_assert_msg(access(out, F_OK) != 0, "a refused run created %s", out);
+    /* the default, as every resolved config writes it, is no frame */
+    snprintf(ini, sizeof ini, "%sinitial = \ninitial_frame = -1\n", chain3);
+    rc = run_ini(ini, &e);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, e);
+    free(e);
+    /* a file without charges or diameters: said, not passed over */
+    char file[256];
+    snprintf(file, sizeof file, "%s/nocharge.xyz", tmp);
+    FILE *f = fopen(file, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("4\nProperties=species:S:1:pos:R:3\nNa 0 0 0\nCl 3 0 0\nNa 0 3 0\nCl 0 0 3\n", f);
+    fclose(f);
+    snprintf(ini, sizeof ini, "%sinitial = %s\n", ions4, file);
+    rc = run_ini(ini, &e);
+    ck_assert_msg(rc == 0 && strstr(e, "gives no charges or diameters (an XYZ file has no diameters") &&
+                      strstr(e, "the potential's are used"),
+                  "exit %d: %s", rc, e);
+    free(e);
+    /* species declared in [system]: the messages name [system], not a potential */
+    snprintf(ini, sizeof ini,
+             "[run]\nsweeps = 10\n[potential]\nplugin = coulomb_hs\ncell_radius = 10\n[sampler]\nplugin = metropolis\n"
+             "temperature = 1\n[system]\nspecies = Na, Cl\ncharges = 1, -1\ndiameters = 2\ncounts = 2, 2\nparticles = 4\n");
+    refused(ini, XYZ4("Na 0 0 0 1", "Cl 3 0 0 -1", "K 0 3 0 1", "Cl 0 0 3 -1"), "",
+            W("particle 2 has species 'K', which is not one of [system]'s (Na, Cl)", "in [system] species"));
+    refused(ini, XYZ4("Na 0 0 0 1", "Cl 3 0 0 -1", "Na 0 3 0 -1", "Cl 0 0 3 -1"), "",
+            W("particle 2 (species Na) has charge -1, but [system] gives Na charge 1"));
+    refused(ini, XYZ4("Na 0 0 0 1", "Cl 3 0 0 -1", "Na 0 3 0 1", "Na 0 0 3 1"), "",
+            W("holds 3 particles of species Na, [system]'s counts ask 2"));
+}
+END_TEST
+
 /* ---- the system from the file ----------------------------------------------- */
 
 /* Two chains of 4 monomers m (charge -1) and 8 counterions c (+1), all of
@@ -404,7 +460,7 @@ START_TEST(system_from_the_file_refused)
     refused_file(composed_bare, f, extra, W("frame 0 of 1", "the file's bonds do not make the chains of [system] chains = 2x2",
                                             "chain 0 is particles 0 to 3 in the file, particles 0 to 1 in [system]"));
     snprintf(extra, sizeof extra, "%scharges = -2, 2\nchains = 4\n", decl);
-    refused_file(composed_bare, f, extra, W("frame 0 of 1", "particle 0 (species m) has charge -1", "valence -2"));
+    refused_file(composed_bare, f, extra, W("frame 0 of 1", "particle 0 (species m) has charge -1", "but [system] gives m charge -2"));
     snprintf(extra, sizeof extra, "species = m, c\ncounts = 4, 4\ndiameters = 0.5, 0.6\nchain_species = m\ncharges = -1, 1\n");
     refused_file(composed_bare, f, extra, W("frame 0 of 1", "particle 4 (species c) has diameter 0.5", "c diameter 0.6"));
     /* NaN values: no comparison with them fails, so the reader refuses
@@ -540,6 +596,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, round_trip);
     tcase_add_test(tc, refusals);
+    tcase_add_test(tc, file_and_config);
     tcase_add_test(tc, system_from_the_file);
     tcase_add_test(tc, system_from_the_file_refused);
     tcase_add_test(tc, big_nan_position);

@@ -248,27 +248,42 @@ START_TEST(claims_of_files)
     metro_sim *sim = calloc(1, sizeof *sim);
     ck_assert_ptr_nonnull(sim);
     metro_ctx a = {.sim = sim, .section = "observable a"}, b = {.sim = sim, .section = "observable b"};
-    ck_assert_int_eq(metro__output_claim(&a, "x.csv"), 0);
-    ck_assert_int_eq(metro__output_claim(&a, "x.csv"), 0);
-    ck_assert_int_eq(metro__output_claim(&b, "y.csv"), 0);
-    ck_assert_int_eq(metro__output_claim(&b, "x.csv"), -1);
+    ck_assert_int_eq(metro__output_claim(&a, "x.csv", 1), 0);
+    ck_assert_int_eq(metro__output_claim(&a, "x.csv", 1), 0);
+    ck_assert_int_eq(metro__output_claim(&b, "y.csv", 1), 0);
+    ck_assert_int_eq(metro__output_claim(&b, "x.csv", 1), -1);
     ck_assert_msg(strstr(b.err, "'x.csv' is written by [observable a] already"), "%s", b.err);
     for (const char *const *f = (const char *const[]){"config.ini", "log.txt", "checkpoint.bin", "checkpoint.bin.prev",
                                                        "gnuplot.log", NULL};
          *f; ++f) {
-        ck_assert_int_eq(metro__output_claim(&a, *f), -1);
+        ck_assert_int_eq(metro__output_claim(&a, *f, 1), -1);
         ck_assert_msg(strstr(a.err, "is the core's own file"), "%s: %s", *f, a.err);
     }
-    ck_assert_int_eq(metro__output_claim(&a, "x.csv.tmp"), -1);
+    ck_assert_int_eq(metro__output_claim(&a, "x.csv.tmp", 1), -1);
     ck_assert_msg(strstr(a.err, "a temporary's name"), "%s", a.err);
+    for (const char *const *f = (const char *const[]){"", "../x.csv", "d/x.csv", ".hidden", NULL}; *f; ++f) {
+        ck_assert_int_eq(metro__output_claim(&a, *f, 0), -1);
+        ck_assert_msg(strstr(a.err, "is not a plain file name"), "'%s': %s", *f, a.err);
+    }
+    /* in create() a name is claimed ahead, not opened: the later open by
+     * its section passes, another section's is refused */
+    sim->creating = 1;
+    ck_assert_int_eq(metro__output_claim(&a, "z.gsd", 0), 0);
+    ck_assert_int_eq(metro__output_claim(&b, "z.gsd", 0), -1);
+    ck_assert_int_eq(metro__output_claim(&a, "w.csv", 1), -1);
+    ck_assert_msg(strstr(a.err, "opened in create()"), "%s", a.err);
+    sim->creating = 0;
+    ck_assert_int_eq(metro__output_claim(&a, "z.gsd", 1), 0);
     metro__output_claims_free(sim);
     free(sim);
 }
 END_TEST
 
-/* Two sections writing one file that the start cannot see (one names the
- * other's default): whichever comes second is stopped at its first frame,
- * with both sections named. */
+/* Two sections writing one file that their parameters' text does not
+ * show (one names the other's default): the trajectories name their files
+ * in create() (host->claim_output), so the second is refused before the
+ * run, dry or not, with both sections named (it used to be stopped at its
+ * first frame, exit 1, the run directory made). */
 START_TEST(one_writer_a_file)
 {
     fresh_dir();
@@ -277,12 +292,14 @@ START_TEST(one_writer_a_file)
                         "valences = 1,-1\ndiameters = 4\ncell_radius = 30\n[sampler]\nplugin = brush\n"
                         "[observable t1]\nplugin = trajectory\nformat = xyz\n"
                         "[observable t2]\nplugin = trajectory\nformat = xyz\nfile = trajectory.xyz\n");
-    ck_assert_int_ne(metro_test_clif(&e, "run %s/t.ini --device cpu --output %s/t --quiet", dir, dir), 0);
-    /* which of the two writer threads comes first is not fixed */
-    ck_assert_msg(strstr(e, "'trajectory.xyz' is written by [observable t1] already") ||
-                      strstr(e, "'trajectory.xyz' is written by [observable t2] already"),
-                  "%s", e);
-    free(e);
+    for (int dry = 0; dry < 2; ++dry) {
+        int rc = metro_test_clif(&e, "run %s/t.ini --device cpu --output %s/t --quiet%s", dir, dir, dry ? " --dry-run" : "");
+        ck_assert_msg(rc == 2 && strstr(e, "t.ini:15: [observable t2] trajectory (observable) refused its parameters") &&
+                          strstr(e, "'trajectory.xyz' is written by [observable t1] already"),
+                      "exit %d: %s", rc, e);
+        free(e);
+        ck_assert_msg(!exists("t"), "a refused run made its directory");
+    }
     /* by replica and by slot: other files (trajectory_r0.gsd, trajectory_t0.gsd, ...), not refused */
     metro_test_write(dir, "pt.ini", "[run]\nsweeps = 4\n[system]\nparticles = 4\n[potential]\nplugin = lj_fene\n"
                          "[sampler]\nplugin = parallel_tempering\ntemperatures = 1, 2\n"

@@ -76,8 +76,8 @@ static long pick(const char *path, long want, long frames, metro__frame_in *out,
     long f = want < 0 ? frames + want : want;
     if (frames == 0) return ferr(err, nerr, "%s: holds no complete frame", path), -1;
     if (f < 0 || f >= frames)
-        return ferr(err, nerr, "%s: initial_frame %ld does not exist: the file holds %ld frames (allowed: 0 to %ld, or -1 to -%ld from the end)",
-                    path, want, frames, frames - 1, frames),
+        return ferr(err, nerr, "%s: initial_frame %ld does not exist: the file holds %ld frames%s (allowed: 0 to %ld, or -1 to -%ld from the end)",
+                    path, want, frames, out->partial_tail ? " and an incomplete one after them" : "", frames - 1, frames),
                -1;
     out->index = f;
     out->frames = frames;
@@ -575,8 +575,13 @@ static int xyz_read(const char *path, long want, metro__frame_in *out, char *err
             goto done;
         }
         long first = lineno, got = 0;
-        while (got < n + 1 && getline(&line, &cap, f) >= 0) ++got, ++lineno;
-        if (got < n + 1) {
+        ssize_t last = 0;
+        while (got < n + 1 && (last = getline(&line, &cap, f)) >= 0) ++got, ++lineno;
+        /* every line metro writes ends in a newline: a last line without
+         * one after complete frames is a frame cut inside that line (its
+         * last number perhaps cut short), not a frame */
+        int cut_line = got == n + 1 && last > 0 && line[last - 1] != '\n' && nfr > 0;
+        if (got < n + 1 || cut_line) {
             /* a frame cut short after complete ones: a run killed while
              * writing it (the caller says so); alone, a wrong count */
             if (nfr == 0 && !ferror(f)) {

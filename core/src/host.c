@@ -183,9 +183,7 @@ static int h_cuda(metro_ctx *ctx, int status, const char *what, ...)
  * written. */
 static int trajectory_path(metro_ctx *ctx, const char *filename, char *path, size_t n)
 {
-    if (!filename || !filename[0] || strchr(filename, '/') || filename[0] == '.')
-        return h_fail(ctx, "'%s' is not a plain file name", filename ? filename : "");
-    if (metro__output_claim(ctx, filename)) return -1;
+    if (metro__output_claim(ctx, filename, 1)) return -1;
     snprintf(path, n, "%s/%s", ctx->sim->dir ? ctx->sim->dir : "", filename);
     return 0;
 }
@@ -255,6 +253,11 @@ static int h_fact(metro_ctx *ctx, const char *name, double *value)
     return 0;
 }
 
+static int h_claim_output(metro_ctx *ctx, const char *filename)
+{
+    return metro__output_claim(ctx, filename, 0);
+}
+
 const metro_host_api metro__host_api = {
     METRO_ABI_VERSION,
     h_fail,
@@ -278,4 +281,5 @@ const metro_host_api metro__host_api = {
     h_share_replicas,
     h_fact_set,
     h_fact,
+    h_claim_output,
 };

@@ -163,6 +163,13 @@ static void initial_key(metro_sim *sim, char *key, size_t n)
     system_key(sim, "initial", key, n);
 }
 
+/* Who declared the species the file is checked against, for messages:
+ * [system], else the lone potential (coulomb_hs: valences, names). */
+static const char *species_owner(const metro_sim *sim)
+{
+    return *metro__param_string(sim->system, "species") ? "[system]" : "the potential";
+}
+
 /* "KEY: FILE: frame F of N", the prefix of every message about the frame. */
 static void where_of_frame(metro_sim *sim, const metro__frame_in *f, where *w)
 {
@@ -201,7 +208,18 @@ void metro__initial_free(metro_sim *sim)
 int metro__initial_read(metro_sim *sim, int composed, metro_error *err)
 {
     const char *file = metro__param_string(sim->system, "initial");
-    if (!*file) return METRO_OK;
+    if (!*file) {
+        /* a frame of no file: the run would start from the placement while
+         * its config says otherwise (the default, -1, is written into every
+         * resolved config and means nothing without a file) */
+        long fr = metro__param_int(sim->system, "initial_frame");
+        if (fr == -1) return METRO_OK;
+        char key[4300];
+        system_key(sim, "initial_frame", key, sizeof key);
+        return metro__fail(err, METRO_EUSAGE, "%s = %ld, but [system] initial names no file: give the file (initial = "
+                                              "FILE.gsd or FILE.xyz), or leave initial_frame out",
+                           key, fr);
+    }
     /* a resume starts from the checkpoint: the file matters only where the
      * system took its species or chains from it */
     int needed = (composed && !*metro__param_string(sim->system, "species")) ||
@@ -482,10 +500,12 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
                 char names[METRO_MAX_SPECIES * 20] = "", nm[300];
                 for (int j = 0; j < s->species; ++j)
                     snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", s->species_table[j].name);
+                int sys = *metro__param_string(sim->system, "species") != 0;
                 rc = metro__fail(err, METRO_EUSAGE,
-                                 "%s: particle %d has species '%s', which is not one of the potential's (%s): name the "
-                                 "species alike in the file and in [potential] (coulomb_hs: names = ...)",
-                                 w.prefix, i, metro__frames_shown(f.names[f.type[i]], nm, sizeof nm), names);
+                                 "%s: particle %d has species '%s', which is not one of %s's (%s): name the species "
+                                 "alike in the file and in %s",
+                                 w.prefix, i, metro__frames_shown(f.names[f.type[i]], nm, sizeof nm), species_owner(sim),
+                                 names, sys ? "[system] species" : "[potential] (coulomb_hs: names = ...)");
                 goto done;
             }
             count[k]++;
@@ -493,23 +513,37 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
              * be refused here too */
             double z = s->species_table[k].charge;
             if (f.charge && !(fabs(f.charge[i] - z) <= 1e-6 * fmax(1.0, fabs(z)))) {
-                rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (species %s) has charge %g, but the potential gives %s valence %g",
-                                 w.prefix, i, s->species_table[k].name, f.charge[i], s->species_table[k].name, z);
+                rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (species %s) has charge %g, but %s gives %s %s %g",
+                                 w.prefix, i, s->species_table[k].name, f.charge[i], species_owner(sim),
+                                 s->species_table[k].name, *metro__param_string(sim->system, "species") ? "charge" : "valence",
+                                 z);
                 goto done;
             }
             double d = s->species_table[k].diameter;
             if (f.diameter && !(fabs(f.diameter[i] - d) <= 1e-6 * fmax(1.0, d))) {
-                rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (species %s) has diameter %g, but the system gives %s "
-                                                    "diameter %g",
-                                 w.prefix, i, s->species_table[k].name, f.diameter[i], s->species_table[k].name, d);
+                rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (species %s) has diameter %g, but %s gives %s diameter %g",
+                                 w.prefix, i, s->species_table[k].name, f.diameter[i], species_owner(sim),
+                                 s->species_table[k].name, d);
                 goto done;
             }
             pos[i] = metro_f4(f.xyz[3 * i], f.xyz[3 * i + 1], f.xyz[3 * i + 2], (float)k);
         }
+        /* nothing to check against is said, not passed over: gsd.hoomd
+         * writes no chunk whose values are all the schema's default (charge
+         * 0, diameter 1), so such a file is read as giving none */
+        if (!f.charge || !f.diameter)
+            metro__log(sim, METRO_LOG_INFO, "%s: gives no %s%s%s (%s); %s's are used", w.prefix, f.charge ? "" : "charges",
+                       !f.charge && !f.diameter ? " or " : "", f.diameter ? "" : "diameters",
+                       metro__frames_format_of(file) == METRO__FRAMES_XYZ
+                           ? "an XYZ file has no diameters, and charges only in a column of its own"
+                           : "a GSD file leaves out a chunk whose values are all the schema's default, charge 0 and "
+                             "diameter 1",
+                       species_owner(sim));
         for (int k = 0; k < s->species; ++k)
             if (count[k] != s->species_table[k].count) {
-                rc = metro__fail(err, METRO_EUSAGE, "%s: holds %ld particles of species %s, the potential's counts ask %ld",
-                                 w.prefix, count[k], s->species_table[k].name, s->species_table[k].count);
+                rc = metro__fail(err, METRO_EUSAGE, "%s: holds %ld particles of species %s, %s's counts ask %ld",
+                                 w.prefix, count[k], s->species_table[k].name, species_owner(sim),
+                                 s->species_table[k].count);
                 goto done;
             }
     } else {
@@ -599,7 +633,8 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
         metro__log(sim, METRO_LOG_INFO, "the system from %s ([system] declares none): %s", file, what);
     }
     if (f.partial_tail)
-        metro__log(sim, METRO_LOG_WARN, "%s: ends with an incomplete frame (a run killed while writing it); it was ignored",
+        metro__log(sim, METRO_LOG_WARN, "%s: ends with an incomplete frame, ignored (a run killed while writing leaves one; by hand, a "
+                                        "frame short of a line or a file without its final newline)",
                    file);
 done:
     free(map);

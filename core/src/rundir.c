@@ -399,23 +399,27 @@ const char *metro__core_file(const char *filename)
  * one a section, so claims are made under a lock */
 static pthread_mutex_t claims_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static int claim_locked(metro_ctx *ctx, const char *filename);
+static int claim_locked(metro_ctx *ctx, const char *filename, int opening);
 
-int metro__output_claim(metro_ctx *ctx, const char *filename)
+int metro__output_claim(metro_ctx *ctx, const char *filename, int opening)
 {
+    if (!filename || !filename[0] || strchr(filename, '/') || filename[0] == '.') {
+        snprintf(ctx->err, sizeof ctx->err, "'%s' is not a plain file name", filename ? filename : "");
+        return -1;
+    }
     pthread_mutex_lock(&claims_lock);
-    const int rc = claim_locked(ctx, filename);
+    const int rc = claim_locked(ctx, filename, opening);
     pthread_mutex_unlock(&claims_lock);
     return rc;
 }
 
-static int claim_locked(metro_ctx *ctx, const char *filename)
+static int claim_locked(metro_ctx *ctx, const char *filename, int opening)
 {
     metro_sim *sim = ctx->sim;
     /* the run directory is made after every create() has passed (nothing
      * is written before everything is valid): a file opened there would
-     * have nowhere to go */
-    if (sim->creating) {
+     * have nowhere to go; create() names its files ahead instead */
+    if (opening && sim->creating) {
         snprintf(ctx->err, sizeof ctx->err, "'%s' opened in create(): result files are opened in measure() or "
                                             "finish(), once the run directory exists (a plugin bug)", filename);
         return -1;
@@ -451,11 +455,7 @@ void metro__output_claims_free(metro_sim *sim)
 FILE *metro__output_open(metro_ctx *ctx, const char *filename)
 {
     metro_sim *sim = ctx->sim;
-    if (strchr(filename, '/') || filename[0] == '.' || !filename[0]) {
-        snprintf(ctx->err, sizeof ctx->err, "'%s' is not a plain file name", filename);
-        return NULL;
-    }
-    if (metro__output_claim(ctx, filename)) return NULL;
+    if (metro__output_claim(ctx, filename, 1)) return NULL;
     if (!sim->dir) return fopen("/dev/null", "w");
     metro__output *o = metro__xcalloc(1, sizeof *o);
     size_t l = strlen(sim->dir) + strlen(filename) + 8;

@@ -183,11 +183,12 @@ void metro__write_resolved(metro_sim *sim, FILE *f);
 int metro__write_atomic(const char *path, const void *data, size_t n, const char *keep, metro_error *err);
 /* host->open_output, and the commit of every file it opened. */
 FILE *metro__output_open(metro_ctx *ctx, const char *filename);
-/* filename is ctx's to write: not the core's own and not another
- * section's (the first to open or append a name claims it); -1 with the
- * reason in ctx->err otherwise.  metro__output_open and the trajectories
- * check through it. */
-int metro__output_claim(metro_ctx *ctx, const char *filename);
+/* filename is ctx's to write: a plain name, not the core's own and not
+ * another section's (the first to name, open or append it claims it); -1
+ * with the reason in ctx->err otherwise.  metro__output_open and the
+ * trajectories check through it (opening: refused in create(), where
+ * there is no run directory), host->claim_output names a file ahead. */
+int metro__output_claim(metro_ctx *ctx, const char *filename, int opening);
 /* NULL, or why no plugin may write `filename` in a run directory: one of
  * the core's own files, or a temporary's name (*.tmp, removed at start) */
 const char *metro__core_file(const char *filename);

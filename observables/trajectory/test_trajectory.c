@@ -173,6 +173,15 @@ START_TEST(bad_parameters)
     refused("replicas = 0\nslots = 1", "give one of them, not both");
     refused("replicas = one", "is not 'all' or a comma-separated list");
     refused("format = xyz\nfile = t.gsd", "file: 't.gsd' has the extension of another format");
+    /* extensions in any case, as the reader takes them (t.GSD was written as t.GSD.gsd) */
+    refused("format = xyz\nfile = t.GSD", "file: 't.GSD' has the extension of another format");
+    /* two sections naming one file in different words: refused before the
+     * run (they had run until the second wrote its first frame, exit 1) */
+    refused("file = trajectory\n[observable u]\nplugin = trajectory",
+            "[observable u] trajectory (observable) refused its parameters: 'trajectory.gsd' is written by [observable t] already");
+    refused("replicas = 0, 1\nfile = movie.gsd\n[observable u]\nplugin = trajectory\nfile = movie_r1.gsd",
+            "'movie_r1.gsd' is written by [observable t] already");
+    refused("file = a\n[observable u]\nplugin = trajectory\nfile = a.gsd", "'a.gsd' is written by [observable t] already");
     refused("file = ../t.gsd", "file: '../t.gsd' is not a plain file name");
     refused("format = pdb", "format");
 }

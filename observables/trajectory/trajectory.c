@@ -43,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "metro/plugin.h"
 
@@ -159,7 +160,7 @@ static void destroy(void *self)
 static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *p, const metro_setup *setup,
                   void **out)
 {
-    if (host->version < 2 || !host->frame_append) return host->fail(ctx, "this metro core cannot write trajectories");
+    if (host->version < 7) return host->fail(ctx, "this metro core cannot write trajectories");
     trajectory *t = calloc(1, sizeof *t);
     if (!t) return host->fail(ctx, "out of memory");
     pthread_mutex_init(&t->mu, NULL);
@@ -182,9 +183,10 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
         host->fail(ctx, "file: '%s' is not a plain file name of at most 180 characters in the run directory", file);
         goto fail;
     }
+    /* extensions in any case, as the core's reader takes them */
     const char *dot = strrchr(file, '.');
-    if (dot && strcmp(dot, ext) && !(!strcmp(ext, ".xyz") && !strcmp(dot, ".extxyz"))) {
-        if (!strcmp(dot, ".gsd") || !strcmp(dot, ".xyz") || !strcmp(dot, ".extxyz")) {
+    if (dot && strcasecmp(dot, ext) && !(!strcmp(ext, ".xyz") && !strcasecmp(dot, ".extxyz"))) {
+        if (!strcasecmp(dot, ".gsd") || !strcasecmp(dot, ".xyz") || !strcasecmp(dot, ".extxyz")) {
             host->fail(ctx, "file: '%s' has the extension of another format than format = %s", file, fmt);
             goto fail;
         }
@@ -207,6 +209,10 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
             snprintf(t->t[k].file, sizeof t->t[k].file, "%s%s", stem, ext);
         else
             snprintf(t->t[k].file, sizeof t->t[k].file, "%s_%c%d%s", stem, t->by_slot ? 't' : 'r', t->t[k].index, ext);
+        /* named now: another section writing it (`file = trajectory`
+         * beside the default, or movie_r1.gsd beside replicas = 0, 1) is
+         * refused before the run, not at its first frame */
+        if (host->claim_output(ctx, t->t[k].file)) goto fail;
     }
     *out = t;
     return 0;

@@ -48,8 +48,10 @@ extern "C" {
  * direct sum); the sampler table grew, so only version 5 plugins load.
  * 6: samplers may offer cost(): their own estimate of a sweep's time for
  * the dry run (a tree instead of the direct sum's N² pair terms); the
- * sampler table grew again. */
-#define METRO_ABI_VERSION 6u
+ * sampler table grew again.
+ * 7: host->claim_output(): a plugin names in create() the files it will
+ * write, so two sections writing one file are refused before the run. */
+#define METRO_ABI_VERSION 7u
 
 /* The core's direct sum of pair terms, measured (bench/NOTES.md): pair
  * terms per second on one CPU core and on one H100 at large N.  The core
@@ -221,6 +223,16 @@ typedef struct metro_host_api {
      * fact() returns 1 and sets *value when the fact is known, else 0. */
     int (*fact_set)(metro_ctx *ctx, const char *name, double value);
     int (*fact)(metro_ctx *ctx, const char *name, double *value);
+
+    /* ---- ABI version 7 ---- */
+    /* Name, in create(), a file this instance will write with open_output
+     * or frame_append: a name the core or another section writes fails the
+     * call (-1, the reason recorded), so the config is refused before the
+     * run starts instead of when the second writer first writes.  A plugin
+     * whose file names are computed from its parameters (a stem and a
+     * suffix a replica) claims them here; the later open or append of a
+     * claimed name by the same instance passes. */
+    int (*claim_output)(metro_ctx *ctx, const char *filename);
 } metro_host_api;
 
 /* ---- the simulated state ------------------------------------------------ */
