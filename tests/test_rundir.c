@@ -675,6 +675,62 @@ END_TEST
  * clears a former ensemble's system folders (left behind, a single run
  * there resumed them as an ensemble, and 2 systems over 3 could not be
  * resumed at all) */
+/* A folder that is not a run directory of metro's (`--output .`, a
+ * project folder with the user's own config.ini) is neither written among
+ * nor, with --overwrite, emptied: refused with exit 2 and left as it was
+ * (--overwrite had removed every plain file in it, the config being run
+ * among them, and a run without it had replaced energy.csv and removed
+ * *.tmp).  A new, empty, or metro's folder is taken as before. */
+START_TEST(folders_not_metros)
+{
+    fresh_dir();
+    static const char *const ini = "[run]\nsweeps = 20\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
+                                   "[sampler]\nplugin = metropolis\ntemperature = 1\n[observable e]\nplugin = energy\n";
+    static const char *const how[] = {"", " --overwrite", " --set run.systems=2", " --set run.systems=2 --overwrite",
+                                      " --dry-run"};
+    static const char *const mine[][2] = {{"thesis.tex", "mine"}, {"energy.csv", "mine"}, {"draft.tmp", "mine"},
+                                          {"config.ini", "[run]\nsweeps = 5\n"}};
+    for (size_t m = 0; m < sizeof mine / sizeof *mine; ++m)
+        for (size_t k = 0; k < sizeof how / sizeof *how; ++k) {
+            char u[512], name[600], *e;
+            snprintf(u, sizeof u, "%s/u", dir);
+            ck_assert_int_eq(mkdir(u, 0755), 0);
+            snprintf(name, sizeof name, "u/%s", mine[m][0]);
+            metro_test_write(dir, "u/run.ini", "%s", ini);
+            metro_test_write(dir, name, "%s", mine[m][1]);
+            const int rc = metro_test_clif(&e, "run %s/u/run.ini --device cpu --output %s/u --quiet%s", dir, dir, how[k]);
+            ck_assert_msg(rc == 2 && strstr(e, "that are not a metro run's") && strstr(e, "choose another --output"),
+                          "%s, run%s: exit %d: %s", mine[m][0], how[k], rc, e);
+            free(e);
+            char full[1200];
+            snprintf(full, sizeof full, "%s/%s", dir, name);
+            char *kept = metro_test_slurp(full);
+            ck_assert_msg(exists("u/run.ini") && kept && !strcmp(kept, mine[m][1]) && !exists("u/log.txt") &&
+                              !exists("u/system_000"),
+                          "%s, run%s: the folder was changed", mine[m][0], how[k]);
+            free(kept);
+            cleanup();
+            fresh_dir();
+        }
+    /* an empty folder, or one holding only a lock a refused run left, is new */
+    char u[512], *e;
+    snprintf(u, sizeof u, "%s/u", dir);
+    ck_assert_int_eq(mkdir(u, 0755), 0);
+    metro_test_write(dir, "run.ini", "%s", ini);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/run.ini --device cpu --output %s/u --quiet", dir, dir), 0);
+    free(e);
+    /* metro's own: refused without --overwrite, emptied with it */
+    metro_test_write(dir, "u/mine.txt", "x");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/run.ini --device cpu --output %s/u --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "a run directory already exists there"), "%s", e);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/run.ini --device cpu --output %s/u --quiet --overwrite", dir, dir), 0);
+    free(e);
+    ck_assert_msg(!exists("u/mine.txt") && exists("u/energy.csv"), "--overwrite of a run directory");
+    cleanup();
+}
+END_TEST
+
 START_TEST(overwrite_and_ensembles)
 {
     fresh_dir();
@@ -966,6 +1022,7 @@ int main(void)
     tcase_add_test(tc, checkpoints_by_wall_time);
     tcase_add_test(tc, signal_twice_checkpoints);
     tcase_add_test(tc, ensemble_stops_after_a_system_ended);
+    tcase_add_test(tc, folders_not_metros);
     tcase_add_test(tc, overwrite_and_ensembles);
     tcase_add_test(tc, dry_run_creates_nothing);
     tcase_add_test(tc, dry_run_counts_the_tree);

@@ -61,6 +61,52 @@ static long lock_holder(const char *dir)
     return pid;
 }
 
+/* Whether config.ini in dir is one metro wrote (a run's resolved config or
+ * an ensemble's; both start "; metro "), not a user's file of that name. */
+static int metro_config(const char *dir)
+{
+    char path[4200], head[9] = "";
+    snprintf(path, sizeof path, "%s/config.ini", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    const size_t n = fread(head, 1, 8, f);
+    fclose(f);
+    return n == 8 && !memcmp(head, "; metro ", 8);
+}
+
+/* Where a new run may write: a folder that is missing or empty (but for a
+ * lock a refused run left), or, with --overwrite, a run directory of
+ * metro's, which the overwrite empties.  Anything else is a folder of the
+ * user's (`--output .`, a project folder, a home): metro does not write
+ * its files over theirs, nor remove them.  0, or -1 with err filled. */
+static int new_run_folder(const char *dir, int overwrite, metro_error *err)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) return 0;
+    if (!S_ISDIR(sb.st_mode)) return metro__fail(err, METRO_EUSAGE, "%s: exists and is not a directory", dir);
+    if (metro_config(dir)) {
+        if (overwrite) return 0;
+        return metro__fail(err, METRO_EUSAGE,
+                           "%s: a run directory already exists there (choose another --output, or --overwrite)", dir);
+    }
+    DIR *d = opendir(dir);
+    if (!d) return metro__fail(err, METRO_EUSAGE, "%s: cannot be read: %s", dir, strerror(errno));
+    char first[300] = "";
+    int others = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, LOCK_NAME)) continue;
+        if (!others++) snprintf(first, sizeof first, "%s", e->d_name);
+    }
+    closedir(d);
+    if (!others) return 0;
+    return metro__fail(err, METRO_EUSAGE,
+                       "%s: exists and holds %d entr%s that are not a metro run's ('%s'%s), which %s: metro writes a run "
+                       "into a new or empty folder, or over a run directory of its own with --overwrite (one whose "
+                       "config.ini metro wrote); choose another --output",
+                       dir, others, others == 1 ? "y" : "ies", first, others > 1 ? ", ..." : "",
+                       overwrite ? "--overwrite would remove" : "the run would write among");
+}
+
 int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *err)
 {
     char buf[1024];
@@ -68,7 +114,6 @@ int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *e
     if (!*out) return METRO_OK;
     /* other ranks write nothing: only a resume's checkpoint concerns them */
     if (!sim->writer && !opt->resume) return METRO_OK;
-    struct stat sb;
     if (opt->resume) {
         if (!exists(out, "checkpoint.bin") && !exists(out, "checkpoint.bin.prev")) {
             /* a run still going that has not checkpointed yet: say so,
@@ -86,13 +131,7 @@ int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *e
         }
         return METRO_OK;
     }
-    if (stat(out, &sb) == 0) {
-        if (!S_ISDIR(sb.st_mode)) return metro__fail(err, METRO_EUSAGE, "%s: exists and is not a directory", out);
-        if (!opt->overwrite && exists(out, "config.ini"))
-            return metro__fail(err, METRO_EUSAGE,
-                               "%s: a run directory already exists there (choose another --output, or --overwrite)", out);
-    }
-    return METRO_OK;
+    return new_run_folder(out, opt->overwrite, err) ? METRO_EUSAGE : METRO_OK;
 }
 
 /* An advisory lock (fcntl) on DIR/.lock, held as long as the process
@@ -191,6 +230,7 @@ static int clear_rundir(const char *dir, metro_error *err)
 
 int metro__ensemble_dir_open(const char *dir, int resume, int overwrite, int *lock_fd, metro_error *err)
 {
+    if (!resume && new_run_folder(dir, overwrite, err)) return METRO_EUSAGE;
     if (!resume && metro__mkdirs(dir))
         return metro__fail(err, METRO_EUSAGE, "%s: cannot create the run directory: %s", dir, strerror(errno));
     int rc = take_lock(lock_fd, dir, err);
