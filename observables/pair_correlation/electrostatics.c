@@ -348,6 +348,9 @@ static void sums(const metro_pc_profile *p, const es_plan *P, es_out *o)
         }
         snprintf(nm, sizeof nm, "neutrality_%s", P->name[a]);
         put(o, nm, -m0 / p->z[a], 1.0);
+        /* a species with no ion in the interior weighs nothing (its ρ, of
+         * no central ion, is nan and made the whole sum nan) */
+        if (!(p->n[a] > 0)) continue;
         sl += p->n[a] * p->z[a] * m2;
         any = 1;
     }
@@ -358,7 +361,7 @@ static void sums(const metro_pc_profile *p, const es_plan *P, es_out *o)
     for (int a = 0; a < S; a++) {
         snprintf(nm, sizeof nm, "u_ex_%s", P->name[a]);
         put(o, nm, p->u[a], NAN);
-        if (!isfinite(p->u[a])) have_u = 0;
+        if (!isfinite(p->u[a]) && p->n[a] > 0) have_u = 0; /* weight n_a: none without ions */
         double aw = 0.0, ws = 0.0; /* contact distance, weights n_b z_b² */
         for (int b = 0; b < S; b++) {
             aw += p->n[b] * p->z[b] * p->z[b] * 0.5 * (p->d[a] + p->d[b]);
@@ -405,9 +408,10 @@ static int bin_of(double r, double dr, int bins, int up)
     return k < 0 ? 0 : (k >= bins ? bins - 1 : k);
 }
 
-/* The y² term is kept only where the data ask for it (χ² falls by more
- * than 9, three standard deviations of one parameter): far out it is
- * noise, and with it free the fit becomes degenerate. */
+/* The βU fits keep their leading correction (the y² term) wherever its
+ * fit exists; the one-term fit only where it does not (a window too short
+ * for two parameters).  chi2_1 is not consulted: the choice is the
+ * model's, not the data's, so the window search compares like with like. */
 static int model_terms(double chi2_1, double chi2_2)
 {
     (void)chi2_1;
@@ -650,6 +654,9 @@ int metro_es_analyze(const metro_pc_profile *full, const metro_pc_profile *loo, 
     } else {
         quantities(full, &P, &o, ubuf, res);
     }
+    /* quantities() puts kappa_inv (from the densities alone) and then the
+     * fits' quantities, which depend on a window; sums() none */
+    const int nwin = o.n;
     sums(full, &P, &o);
     const int nq = o.n;
     for (int j = 0; j < B; j++) {
@@ -672,13 +679,28 @@ int metro_es_analyze(const metro_pc_profile *full, const metro_pc_profile *loo, 
         quantities(full, &P2, &oa, ubuf, NULL);
         sums(full, &P2, &oa);
     }
+    char unshifted[160] = "";
+    int nun = 0;
     for (int i = 0; i < nq; i++) {
         metro_es_quantity *q = &res->q[i];
         q->value = vals[i];
         q->stat_error = metro_pc_jackknife(vals + METRO_ES_MAXQ + i, B, METRO_ES_MAXQ);
-        q->window_error = isfinite(alt[i]) ? fabs(alt[i] - vals[i]) : 0.0;
-        q->error = hypot(q->stat_error, q->window_error);
+        const int windowed = i >= 1 && i < nwin;
+        q->window_error = windowed ? fabs(alt[i] - vals[i]) : 0.0;
+        /* a fit whose window could not be shifted (too few bins beyond
+         * min_bins, fit_rmin given, or the shifted fit failed) has no
+         * window error to give: nan, not a 0 that reads as "none" */
+        if (windowed && isfinite(vals[i]) && !(q->window_error > 0)) {
+            q->window_error = NAN;
+            if (!nun++) snprintf(unshifted, sizeof unshifted, "%s", q->name);
+        }
+        q->error = isfinite(q->window_error) ? hypot(q->stat_error, q->window_error) : q->stat_error;
     }
+    if (nun)
+        warn(res, "the window error of %d quantit%s (%s%s) could not be estimated (the fit window could not be "
+                  "shifted: too few bins beyond min_bins, or fit_rmin given): window_error is nan and error the "
+                  "statistical error alone",
+             nun, nun == 1 ? "y" : "ies", unshifted, nun > 1 ? ", ..." : "");
     res->nq = nq;
     memcpy(res->fitted, P.fitted, sizeof P.fitted);
     memcpy(res->lo, P.lo, sizeof P.lo);

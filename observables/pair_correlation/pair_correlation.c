@@ -218,6 +218,10 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
                        c->cell_radius);
     double rmax = host->param_real(p, "r_max"), dr = host->param_real(p, "dr");
     const double rlim = c->margin - dmax / 2;
+    if (!(rlim > 0))
+        return give_up(c, "wall_margin: %g is not more than half the largest diameter, %g, so no shell around a "
+                          "central ion stays inside the cell (raise wall_margin above %g)",
+                       c->margin, dmax / 2, dmax / 2);
     if (rmax == 0) rmax = rlim;
     if (!(rmax > 0) || rmax > rlim * (1 + 1e-12))
         return give_up(c, "r_max: %g is more than wall_margin - d_max/2 = %g, so shells around "
@@ -657,12 +661,20 @@ static int finish(void *self, const metro_state *st)
     for (int j = 0; j < B; j++) {
         if (metro_pc_profile_alloc(&loo[j], S, bins)) goto oom;
         for (size_t i = 0; i < R; i++) one[i] = tot[i] - blk[(size_t)j * R + i];
-        if (metro_pc_profile_from(&loo[j], &c->sys, one, W)) {
+        if (!(one[METRO_PC_CONF] > 0)) {
             /* a block holding every configuration: no replica without it */
             metro_pc_profile_free(&loo[j]);
             B = j;
             break;
         }
+        /* the replica's own reference densities: the one-body profiles are
+         * measured too, and a jackknife that kept the whole run's left
+         * their noise out of every error (inside the hard core, where the
+         * pair counts are 0 and rho is all profile, ~200x too small) */
+        double *Wj = metro_pc_weights(&c->sys, one);
+        if (!Wj) goto oom;
+        metro_pc_profile_from(&loo[j], &c->sys, one, Wj);
+        free(Wj);
     }
     metro_es_result res;
     if (metro_es_analyze(&full, loo, B, &c->es, &res)) goto oom;

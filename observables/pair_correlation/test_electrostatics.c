@@ -179,6 +179,22 @@ START_TEST(recovers_dressed_ion_far_field)
     const metro_es_quantity *lo = metro_es_find(&res, "fit_rmin_cation");
     ck_assert(lo && lo->value > m.d && lo->value < 200.0);
     ck_assert_msg(res.warn[0] == 0, "warning: %s", res.warn);
+    ck_assert(k->window_error > 0 && metro_es_find(&res, "kappa_inv")->window_error == 0);
+    metro_es_free(&res);
+    /* a rho window given (fit_rmin) is not shifted: κ_R has no window error to give,
+     * nan and said, and the error the statistical one (it was 0, and the
+     * error column silently the statistical error) */
+    opt.fit_rmin = 60;
+    ck_assert_int_eq(metro_es_analyze(&full, loo, B, &opt, &res), 0);
+    static const char *const fitted[] = {"kappa_R_inv", "kappa_R_inv_cation", "kappa_R_inv_anion"};
+    for (size_t i = 0; i < sizeof fitted / sizeof *fitted; ++i) {
+        const metro_es_quantity *q = metro_es_find(&res, fitted[i]);
+        ck_assert_msg(q && isnan(q->window_error) && q->error == q->stat_error && q->stat_error > 0,
+                      "%s: window_error %g, error %g, stat_error %g", fitted[i], q ? q->window_error : 0,
+                      q ? q->error : 0, q ? q->stat_error : 0);
+    }
+    ck_assert(metro_es_find(&res, "kappa_inv")->window_error == 0);
+    ck_assert_msg(strstr(res.warn, "could not be estimated (the fit window could not be shifted"), "%s", res.warn);
     metro_es_free(&res);
     metro_pc_profile_free(&full);
     for (int j = 0; j < B; j++) metro_pc_profile_free(&loo[j]);

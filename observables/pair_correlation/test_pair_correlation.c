@@ -497,6 +497,11 @@ START_TEST(bad_configs)
     hs.species_table[0].diameter = 1.0;
     metro_params p6 = {{{"wall_margin", "3"}, {"r_max", "2.9"}}, 2};
     refused(&p6, &hs, "r_max");
+    /* a margin within half a diameter leaves no shell at all: said so (it
+     * was "r_max: -0.5 is more than ... = -0.5") */
+    hs.species_table[0].diameter = 9.0;
+    metro_params p6b = {{{"wall_margin", "4"}}, 1};
+    refused(&p6b, &hs, "wall_margin: 4 is not more than half the largest diameter, 4.5");
     /* with charges the default margin is ten Debye lengths, and r_max at
      * most that (minus d/2 = 0): 44 is allowed, 45 is not */
     metro_setup q = s;
@@ -546,6 +551,70 @@ START_TEST(ideal_gas_through_the_core)
 }
 END_TEST
 
+/* The errors of rho where it is all one-body profile: inside the hard
+ * core (r < d = 1, no pair counts), rho_a = -sum_b z_b <n_b>.  Over 8
+ * seeds the scatter of rho in the first bin must match the errors the runs
+ * report (their jackknife kept the whole run's profile for every replica,
+ * and reported ~1/70 of the scatter). */
+START_TEST(core_errors_match_the_scatter)
+{
+    enum { SEEDS = 8 };
+    double v[SEEDS], e2 = 0, m = 0;
+    for (int s = 0; s < SEEDS; s++) {
+        char ini[1024];
+        snprintf(ini, sizeof ini,
+                 "[run]\nseed = %d\nsweeps = 5000\nequilibration = 100\n[system]\nparticles = 100\n"
+                 "[potential]\nplugin = coulomb_hs\nvalences = 1, -1\ndiameters = 1\ncell_radius = 10\n"
+                 "bjerrum = 1e-6\n[sampler]\nplugin = brush\n"
+                 "[observable pc]\nplugin = pair_correlation\nwall_margin = 4\ndr = 0.3\nr_max = 3.3\nplots = false\n",
+                 s + 1);
+        metro_sim *sim = metro_test_sim(ini, "cpu", NULL, 0);
+        metro_error err = {0};
+        ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+        metro_sim_destroy(sim);
+        ck_assert_double_eq_tol(col(metro_test_run_dir(), "rho_q.csv", 0, "r"), 0.15, 1e-9);
+        v[s] = col(metro_test_run_dir(), "rho_q.csv", 0, "rho_z+1");
+        const double e = col(metro_test_run_dir(), "rho_q.csv", 0, "rho_z+1_err");
+        ck_assert(isfinite(v[s]) && e > 0);
+        e2 += e * e / SEEDS;
+        m += v[s] / SEEDS;
+    }
+    double sd = 0;
+    for (int s = 0; s < SEEDS; s++) sd += (v[s] - m) * (v[s] - m) / (SEEDS - 1);
+    sd = sqrt(sd);
+    /* the sample sd of 8 is within ~27% of the truth; 2.5x is beyond 3 sigma */
+    const double ratio = sd / sqrt(e2);
+    ck_assert_msg(ratio > 0.4 && ratio < 2.5, "scatter %.3g against reported errors %.3g (ratio %.3g)", sd, sqrt(e2),
+                  ratio);
+}
+END_TEST
+
+/* A species with no ions (counts 0) weighs nothing in the sum rules: its
+ * rho has no central ion and is nan, which made stillinger_lovett and u_ex
+ * nan for the whole system. */
+START_TEST(empty_species_weighs_nothing)
+{
+    const char *ini = "[run]\nseed = 3\nsweeps = 1000\nequilibration = 50\n[system]\nparticles = 100\n"
+                      "[potential]\nplugin = coulomb_hs\nvalences = 1, -1, 2\ncounts = 50, 50, 0\ndiameters = 1\n"
+                      "cell_radius = 10\nbjerrum = 0.5\n[sampler]\nplugin = brush\n"
+                      "[observable pc]\nplugin = pair_correlation\nwall_margin = 4\nplots = false\n";
+    metro_sim *sim = metro_test_sim(ini, "cpu", NULL, 0);
+    metro_error err = {0};
+    ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+    metro_sim_destroy(sim);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/electrostatics.csv", metro_test_run_dir());
+    char *text = metro_test_slurp(path);
+    ck_assert_ptr_nonnull(text);
+    for (const char *const *q = (const char *const[]){"\nstillinger_lovett,", "\nu_ex,", "\nu_ex_z+1,", NULL}; *q; ++q) {
+        const char *at = strstr(text, *q);
+        ck_assert_msg(at && isfinite(atof(at + strlen(*q))), "%s not finite in %s", *q + 1, text);
+    }
+    ck_assert_msg(strstr(text, "\nu_ex_z+2,nan"), "the empty species' own u_ex: %s", text);
+    free(text);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pair_correlation");
@@ -559,6 +628,8 @@ int main(void)
     tcase_add_test(tc, save_restore_equals_uninterrupted);
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, ideal_gas_through_the_core);
+    tcase_add_test(tc, core_errors_match_the_scatter);
+    tcase_add_test(tc, empty_species_weighs_nothing);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }
