@@ -36,7 +36,7 @@ static const bad_case cases[] = {
     /* ... also when the --set makes a section the file does not have */
     {"no_system.ini", "--set run.sweeps=5 --set system.initial_frame=-1", "--set #2 system.initial_frame=-1: [system] particles: required (the particles per replica)"},
     {"no_system.ini", "--set run.sweeps=5 --set system.size=1", "--set #2 system.size=1: [system] size: unknown key (allowed: particles"},
-    {"good.ini", "--device gpu", "--device gpu: unknown backend (allowed: auto, cpu, cuda)"},
+    {"good.ini", "--device gpu", "--device: [run] device: 'gpu' is not allowed (one of auto|cpu|cuda)"},
     /* a long line is one line: its key is read (here an unknown one) at its line */
     {"long_line.ini", "", "long_line.ini:12: [potential] name: unknown key"},
     /* a long list is checked item by item, and errors name its line */
@@ -108,7 +108,8 @@ START_TEST(override_and_resolved_config)
     ck_assert_ptr_nonnull(strstr(cfg, "\nsweeps = 7\n"));
     ck_assert_ptr_nonnull(strstr(cfg, "\ntemperature = 0.75\n"));
     ck_assert_ptr_nonnull(strstr(cfg, "\nequilibration = 0\n"));  /* defaults written out */
-    ck_assert_ptr_nonnull(strstr(cfg, "\ndevice = auto\n"));
+    /* --device is recorded: the run re-runs and resumes on its backend */
+    ck_assert_ptr_nonnull(strstr(cfg, "\ndevice = cpu\n"));
     /* the resolved config runs as it is, and resolves to itself */
     snprintf(args, sizeof args, "run %s/run/config.ini --output %s/again --device cpu --quiet", out, out);
     ck_assert_int_eq(metro_test_cli(args, NULL, NULL), 0);

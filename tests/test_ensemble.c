@@ -140,6 +140,70 @@ START_TEST(scan_equals_separate_runs)
 }
 END_TEST
 
+static int exists_in(const char *rel)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, rel);
+    return access(p, F_OK) == 0;
+}
+
+/* The ensemble's own config.ini is its resolved config, --set overrides
+ * and all: re-run as is it is the same ensemble, a scan given by --set
+ * stays a scan when resumed, and an extension is recorded there (the
+ * config as given, its overrides as comments, ran another ensemble and
+ * resumed a scan as an ensemble).  A resume may not set the scanned key
+ * for all, nor combine a system extended on its own with the others. */
+START_TEST(ensemble_config_is_the_ensemble)
+{
+    setup_dir();
+    char *e, p[512];
+    metro_test_write(dir, "base.ini", brush_ini, 6, "");
+    int rc = metro_test_clif(&e, "run %s/base.ini --set run.systems=2 --set potential.concentration=0.08 --device " DEVICE
+                             " --output %s/a --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    rc = metro_test_clif(&e, "run %s/a/config.ini --output %s/again --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    same("a/system_001/energy.csv", "again/system_001/energy.csv");
+    same("a/ensemble_energy_stats.csv", "again/ensemble_energy_stats.csv");
+    /* extended together: the top config says so; one system alone: refused */
+    rc = metro_test_clif(&e, "resume %s/a --set run.sweeps=9 --quiet", dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    snprintf(p, sizeof p, "%s/a/config.ini", dir);
+    char *top = metro_test_slurp(p);
+    ck_assert_msg(top && strstr(top, "\nsweeps = 9\n") && strstr(top, "\nsystems = 2\n") &&
+                      strstr(top, "\ndevice = " DEVICE "\n"),
+                  "%s", top);
+    free(top);
+    rc = metro_test_clif(&e, "resume %s/a/system_001 --set run.sweeps=12 --quiet", dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    rc = metro_test_clif(&e, "resume %s/a --quiet", dir);
+    ck_assert_msg(rc == 2 && strstr(e, "system_001: runs 12 sweeps, system_000 9: an ensemble's systems run alike"),
+                  "exit %d: %s", rc, e);
+    free(e);
+    /* a scan given by --set: resumed (here: its results redone) it stays one */
+    rc = metro_test_clif(&e, "run %s/base.ini --set \"run.scan=run.sweeps: 4, 6\" --device " DEVICE
+                             " --output %s/s --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    snprintf(p, sizeof p, "%s/s/scan_energy_stats.csv", dir);
+    unlink(p);
+    rc = metro_test_clif(&e, "resume %s/s --quiet", dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    ck_assert_msg(exists_in("s/scan_energy_stats.csv") && !exists_in("s/ensemble_energy_stats.csv"),
+                  "the scan was resumed as an ensemble");
+    /* sweeps a resume may change, but not the scanned ones for all */
+    rc = metro_test_clif(&e, "resume %s/s --set run.sweeps=9 --quiet", dir);
+    ck_assert_msg(rc == 2 && strstr(e, "the ensemble scans run.sweeps (each system its own value)"), "exit %d: %s", rc, e);
+    free(e);
+    cleanup();
+}
+END_TEST
+
 /* A combined table keeps every column in its place where a system's CSV
  * has an empty field (electrostatics.csv: no paper value for these ions);
  * the columns after it had slid one to the left (docs/results were
@@ -253,6 +317,7 @@ int main(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, systems_equal_separate_runs);
     tcase_add_test(tc, scan_equals_separate_runs);
+    tcase_add_test(tc, ensemble_config_is_the_ensemble);
     tcase_add_test(tc, combined_table_keeps_empty_fields);
     tcase_add_test(tc, systems_fit_together);
     tcase_add_test(tc, bad_system_writes_nothing);

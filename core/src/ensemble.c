@@ -459,6 +459,9 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
 {
     ensemble e;
     int rc;
+    /* the ensemble as one config (the scan's first value set), whose
+     * resolved form is the top-level config.ini */
+    metro_sim *top = NULL;
     /* K threads wait on K streams: on CUDA let them yield the cores rather
      * than spin (it must come before the context exists; on the CPU
      * backend, or without a driver, it does nothing) */
@@ -470,38 +473,56 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         snprintf(e.dir, sizeof e.dir, "%s", opt->output);
         /* the scan, if any, from the top-level config for the tables */
         ensemble plan;
-        metro_options top = *opt;
-        top.nsets = 0;
-        if (read_plan(&top, &plan, err) == METRO_OK && plan.scan_key[0] && plan.k == e.k) {
+        metro_options saved = *opt;
+        saved.nsets = 0;
+        if (read_plan(&saved, &plan, err) == METRO_OK && plan.scan_key[0] && plan.k == e.k) {
             memcpy(e.scan_key, plan.scan_key, sizeof e.scan_key);
             e.values = plan.values;
             plan.values = NULL;
         }
         free_ensemble(&plan);
+        /* the scanned key is each system's own: one value set for all
+         * would make the systems alike under their old labels */
+        for (int j = 0; e.scan_key[0] && j < opt->nsets; ++j) {
+            const char *a = opt->sets[j], *eq = strchr(a, '=');
+            size_t l = eq ? (size_t)(eq - a) : 0;
+            while (l && a[l - 1] == ' ') --l;
+            if (l == strlen(e.scan_key) && !strncmp(a, e.scan_key, l)) {
+                metro__fail(err, METRO_EUSAGE, "--set #%d %s: the ensemble scans %s (each system its own value): a "
+                                               "resume cannot set it for all", j + 1, a, e.scan_key);
+                free_ensemble(&e);
+                return METRO_EUSAGE;
+            }
+        }
+        /* extended (--set run.sweeps=...): its config.ini says so, as a
+         * single run's does */
+        if (opt->nsets && e.k > 0) {
+            metro_options o = *opt;
+            o.resume = 0, o.dry_run = 1, o.quiet = 1, o.output = "", o.arch = NULL;
+            if ((rc = metro_sim_create(&o, &top, err))) return rc;
+        }
     } else {
         if ((rc = read_plan(opt, &e, err))) return rc;
         char buf[1024], first[1400];
-        metro_sim *probe = NULL;
         metro_options o = *opt;
         o.dry_run = 1;
         o.arch = NULL;
-        /* the run directory the config asks for, through the one rule; a
-         * scan's first value set (the scan may supply a required key) */
-        const char **sets = metro__xcalloc((size_t)opt->nsets + 2, sizeof *sets),
-                   **where = metro__xcalloc((size_t)opt->nsets + 2, sizeof *where);
+        /* the run directory the config asks for, through the one rule
+         * (and its folder checked); a scan's first value set (the scan may
+         * supply a required key) */
+        const char **sets = metro__xcalloc((size_t)opt->nsets + 1, sizeof *sets),
+                   **where = metro__xcalloc((size_t)opt->nsets + 1, sizeof *where);
         for (int j = 0; j < opt->nsets; ++j) sets[j] = opt->sets[j], where[j] = opt->set_where ? opt->set_where[j] : NULL;
         o.nsets = opt->nsets;
         if (e.scan_key[0]) {
             snprintf(first, sizeof first, "%s=%s", e.scan_key, e.values[0]);
             where[o.nsets] = e.scan_where;
             sets[o.nsets++] = first;
-            sets[o.nsets++] = "run.scan=";
         }
         o.sets = sets;
         o.set_where = where;
-        rc = metro_sim_create(&o, &probe, err);
-        if (!rc) snprintf(e.dir, sizeof e.dir, "%s", metro__rundir_path(probe, opt, buf, sizeof buf));
-        metro_sim_destroy(probe);
+        rc = metro_sim_create(&o, &top, err);
+        if (!rc) snprintf(e.dir, sizeof e.dir, "%s", metro__rundir_path(top, opt, buf, sizeof buf));
         free(sets);
         free(where);
         if (rc) { free_ensemble(&e); return rc; }
@@ -516,12 +537,22 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     double host_need = 0, device_need = 0;
     int mine = 0;
     metro_sim *probe_sim = NULL;
+    long sweeps0 = 0;
     for (int i = 0; i < e.k && !rc; ++i) {
         metro_options dry = so[i].o;
         dry.dry_run = 1;
         dry.arch = NULL; /* --arch: the plan's system links, once */
         metro_sim *s = NULL;
         if ((rc = metro_sim_create(&dry, &s, err))) metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
+        /* one system extended on its own is not the ensemble's any more:
+         * its tables would be combined with the others' (the sweeps of a
+         * scan over them aside) */
+        const long sw = rc ? 0 : metro__param_int(s->run, "sweeps");
+        if (!i) sweeps0 = sw;
+        else if (!rc && sw != sweeps0 && strcmp(e.scan_key, "run.sweeps"))
+            rc = metro__fail(err, METRO_EUSAGE, "%s/system_%03d: runs %ld sweeps, system_000 %ld: an ensemble's systems "
+                                                "run alike (extend them together: metro resume %s --set run.sweeps=N)",
+                             e.dir, i, sw, sweeps0, e.dir);
         if (!rc && i % S0 == me0) {
             host_need += s->host_need, device_need += s->device_need, ++mine;
             if (!probe_sim) probe_sim = s, s = NULL;
@@ -561,23 +592,23 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
      * systems, as their memory together) stops every rank: rank 0's value
      * alone let another rank run systems it had refused */
     if (S > 1) rc = metro__ranks_any(rc);
-    if (!rc && !opt->resume && me == 0) {
-        char *text = opt->config_text ? metro__strdup(opt->config_text) : metro__read_file(opt->config_path, NULL);
-        if (text) {
-            char *all = NULL;
-            size_t n = 0;
-            FILE *f = open_memstream(&all, &n);
-            fprintf(f, "; metro %s: an ensemble of %d systems, one run directory each (system_NNN/, each with its own\n"
-                       "; resolved config.ini).  The config as given, then the --set overrides:\n", METRO_VERSION_STRING, e.k);
-            for (int j = 0; j < opt->nsets; ++j) fprintf(f, ";   --set %s\n", opt->sets[j]);
-            fputs(text, f);
-            fclose(f);
-            char path[1200];
-            snprintf(path, sizeof path, "%s/config.ini", e.dir);
-            rc = metro__write_atomic(path, all, n, NULL, err);
-            free(all);
-            free(text);
-        }
+    if (!rc && top && me == 0) {
+        /* the ensemble's own resolved config (systems or scan kept, the
+         * --set overrides in it): re-run as is, it is this ensemble (the
+         * config as given, the overrides only as comments, ran something
+         * else, and a scan given by --set resumed as an ensemble) */
+        char *all = NULL, what[160];
+        size_t n = 0;
+        FILE *f = open_memstream(&all, &n);
+        /* "an ensemble of K": a resume compares it with the folders */
+        snprintf(what, sizeof what, "an ensemble of %d systems, one run directory each (system_NNN/, each with its own "
+                                    "resolved config.ini)", e.k);
+        metro__write_resolved(top, f, what);
+        fclose(f);
+        char path[1200];
+        snprintf(path, sizeof path, "%s/config.ini", e.dir);
+        rc = metro__write_atomic(path, all, n, NULL, err);
+        free(all);
     }
     metro__ranks_barrier(); /* the ensemble's folder exists before any system's */
     for (int i = me; i < e.k && !rc; i += S)
@@ -612,6 +643,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     }
     if (lock_fd >= 0) close(lock_fd);
 done:
+    metro_sim_destroy(top);
     for (int i = 0; i < e.k; ++i) {
         metro_sim_destroy(jobs[i].sim);
         free(so[i].sets);

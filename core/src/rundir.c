@@ -302,14 +302,14 @@ int metro__write_atomic(const char *path, const void *data, size_t n, const char
     return METRO_OK;
 }
 
-void metro__write_resolved(metro_sim *sim, FILE *f)
+void metro__write_resolved(metro_sim *sim, FILE *f, const char *what)
 {
     time_t t = time(NULL);
     char ts[64];
     strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S", localtime(&t));
-    fprintf(f, "; metro %s: the resolved configuration of this run (%s), every default written out.\n"
+    fprintf(f, "; metro %s: the resolved configuration of %s (%s), every default written out.\n"
                "; Re-run it as is: metro run config.ini --output OTHER_DIR\n\n",
-            METRO_VERSION_STRING, ts);
+            METRO_VERSION_STRING, what ? what : "this run", ts);
     fprintf(f, "[run]\n");
     metro__params_write(f, sim->run);
     fprintf(f, "\n[system]\n");
@@ -332,7 +332,7 @@ static int write_config(metro_sim *sim, metro_error *err)
     size_t n = 0;
     FILE *f = open_memstream(&text, &n);
     if (!f) return metro__fail(err, METRO_ERUN, "cannot write the resolved config: %s", strerror(errno));
-    metro__write_resolved(sim, f);
+    metro__write_resolved(sim, f, NULL);
     fclose(f);
     char path[4200];
     snprintf(path, sizeof path, "%s/config.ini", sim->dir);

@@ -146,6 +146,14 @@ static int read_config(metro_sim *sim, const metro_options *opt, metro_error *er
                               : metro__config_read(path, &sim->cfg, err);
     for (int i = 0; i < opt->nsets; ++i)
         rc |= metro__config_set(sim->cfg, opt->sets[i], i + 1, opt->set_where ? opt->set_where[i] : NULL, err);
+    /* --device is [run] device: the resolved config.ini records it, so the
+     * run re-runs and resumes on the backend it was given (a resume of a
+     * --device cpu run took auto, the GPU, and was refused) */
+    if (!rc && opt->device) {
+        char set[64];
+        snprintf(set, sizeof set, "run.device=%.40s", opt->device);
+        rc |= metro__config_set(sim->cfg, set, opt->nsets + 1, "--device", err);
+    }
     if (!rc && opt->resume) rc = metro__config_resume_check(sim->cfg, err);
     if (rc) return METRO_EUSAGE;
 
@@ -393,12 +401,8 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     sim->drift_tolerance = metro__param_real(sim->run, "drift_tolerance");
     if ((rc = check_run_keys(sim, err))) goto fail;
     sim->dry = opt->dry_run;
-    if (opt->device && strcmp(opt->device, "auto") && strcmp(opt->device, "cpu") && strcmp(opt->device, "cuda")) {
-        rc = metro__fail(err, METRO_EUSAGE, "--device %s: unknown backend (allowed: auto, cpu, cuda)", opt->device);
-        goto fail;
-    }
     if ((rc = metro__rundir_check(sim, opt, err))) goto fail;
-    const char *want = opt->device ? opt->device : metro__param_string(sim->run, "device");
+    const char *want = metro__param_string(sim->run, "device"); /* --device is in it (read_config) */
     /* a dry run that links for an architecture needs no GPU: without one, a
      * config of device = cuda is planned on the CPU backend */
     if (opt->dry_run && opt->arch && !strcmp(want, "cuda")) want = "auto";
@@ -556,7 +560,7 @@ fail:
 
 int metro_sim_plan(metro_sim *sim, FILE *f)
 {
-    metro__write_resolved(sim, f);
+    metro__write_resolved(sim, f, NULL);
     const metro_setup *s = &sim->setup;
     double n = s->particles, r = s->replicas;
     /* The direct sum: each of the N moves of a sweep evaluates the N-1

@@ -176,7 +176,7 @@ int metro__memory_fits(metro_sim *sim, const char *who, double host, double host
                        metro_error *err);
 int metro__ensemble_dir_open(const char *dir, int resume, int overwrite, int *lock_fd, metro_error *err);
 /* The resolved config: every section, every default written out. */
-void metro__write_resolved(metro_sim *sim, FILE *f);
+void metro__write_resolved(metro_sim *sim, FILE *f, const char *what);
 /* Write data to path through path.tmp, fsync and rename: the one way a
  * whole file is written.  keep (or NULL): where the file it replaces goes,
  * renamed just before (checkpoint.bin.prev). */
