@@ -26,6 +26,13 @@ static const bad_case cases[] = {
     {"wrong_kind.ini", "", "wrong_kind.ini:9: [potential] plugin: 'metropolis' is a sampler, not a potential"},
     {"duplicate_key.ini", "", "duplicate_key.ini:4: [run] sweeps: given twice (first at line 3)"},
     {"syntax_error.ini", "", "syntax_error.ini:6: syntax error"},
+    /* every syntax error at its line, in order; nothing blamed on the
+     * section before a broken header (inih gave only the first error, after
+     * "[potential] plugin: given twice" for the broken header's key) */
+    {"broken_header.ini", "", "broken_header.ini:9: syntax error: a section header without its ']' (the keys below it "
+                              "are not read) (expected '[section]', 'key = value' or a ; comment)\n"
+                              "metro: broken_header.ini:14: syntax error: 'bogus line' has no '='"},
+    {"twice_section.ini", "", "twice_section.ini:13: [sampler]: given twice (first at line 8): give each section once"},
     {"missing_required.ini", "", "missing_required.ini:5: [system] particles: required (the particles per replica), unless counts give them"},
     {"bad_every.ini", "", "bad_every.ini:17: [observable e] every: '0' is not a whole number of sweeps"},
     /* a --set is named by its position and its text, never a line of the file */
@@ -68,7 +75,7 @@ static const bad_case cases[] = {
 };
 
 /* Messages that must not appear for a case (a wrong place). */
-static const char *const never[] = {"no_system.ini:2:", "no_system.ini:1:", "--set:"};
+static const char *const never[] = {"no_system.ini:2:", "no_system.ini:1:", "--set:", "[potential] plugin: given twice"};
 
 START_TEST(bad_config_refused)
 {

@@ -47,7 +47,20 @@ typedef struct reader {
     char *section;         /* the current section, normalised; NULL before the first */
     char *long_key;        /* this line's key and value when the line is too */
     char *long_value;      /* long for inih's buffer */
+    int lost;              /* after a broken header: its keys belong to no
+                              section, and are not blamed on the one before */
 } reader;
+
+/* A line inih would refuse, reported here at its line and in order (inih
+ * gives only its first, after everything else), then handed to inih as a
+ * blank line. */
+static void syntax_error(reader *r, char *str, int num, const char *what)
+{
+    r->status = metro__fail(r->err, METRO_EUSAGE, "%s:%d: syntax error: %s (expected '[section]', 'key = value' or a ; "
+                                                  "comment)",
+                            r->c->path, r->line, what);
+    snprintf(str, (size_t)num, "\n");
+}
 
 static int is_blank(char ch)
 {
@@ -80,14 +93,24 @@ static void read_header(reader *r, char *str, int num, const char *s, const char
 {
     const char *close = scan_to(s + 1, e, "]");
     if (close == e || *close != ']') {
-        snprintf(str, (size_t)num, "[\n");
+        r->lost = 1;
+        syntax_error(r, str, num, "a section header without its ']' (the keys below it are not read)");
         return;
     }
     char *name = xstrndup(s + 1, (size_t)(close - s - 1));
     free(r->section);
     r->section = norm_section(name);
+    r->lost = 0;
     free(name);
     if (*r->section) {
+        /* a section given twice would merge silently: one place a section */
+        for (int i = 0; i < r->c->nsections; ++i)
+            if (!strcmp(r->c->sections[i], r->section)) {
+                r->status = metro__fail(r->err, METRO_EUSAGE, "%s:%d: [%s]: given twice (first at line %d): give "
+                                                              "each section once",
+                                        r->c->path, r->line, r->section, r->c->section_line[i]);
+                break;
+            }
         char *where = where_of(r->c->path, r->line, NULL);
         add_section(r->c, r->section, where, r->line);
         free(where);
@@ -110,7 +133,7 @@ static void read_long(reader *r, char *str, int num, const char *s, const char *
     const char *sep = scan_to(s, e, "=:");
     if (sep == e || *sep == ';') {
         /* no '=' before the end or a comment: inih's syntax error */
-        snprintf(str, (size_t)num, "?\n");
+        syntax_error(r, str, num, "a line without '='");
         return;
     }
     const char *k = sep;
@@ -149,6 +172,15 @@ static char *read_line(char *str, int num, void *stream)
         read_header(r, str, num, s, e);
     } else if (e - s + 2 > num) {
         read_long(r, str, num, s, e);
+    } else if (s < e && *s != ';' && *s != '#' && *scan_to(s, e, "=:") != '=' && *scan_to(s, e, "=:") != ':') {
+        /* inih's syntax error: no '=' (or ':') before the end or a comment */
+        char shown[48];
+        snprintf(shown, sizeof shown, "'%.*s'%s", (int)(e - s > 40 ? 40 : e - s), s, e - s > 40 ? "..." : "");
+        for (char *c = shown; *c; ++c)
+            if (iscntrl((unsigned char)*c)) *c = '?';
+        char what[96];
+        snprintf(what, sizeof what, "%s has no '='", shown);
+        syntax_error(r, str, num, what);
     } else {
         memcpy(str, s, (size_t)(e - s));
         str[e - s] = '\n';
@@ -241,7 +273,9 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     if (r->long_key) name = r->long_key;
     if (r->long_value) value = r->long_value;
     const char *sec = r->section ? r->section : "";
-    if (!*sec) {
+    if (r->lost) {
+        /* under a broken header: reported there */
+    } else if (!*sec) {
         r->status = metro__fail(r->err, METRO_EUSAGE,
                                 "%s:%d: %s: key outside any section (start with [run])",
                                 r->c->path, r->line, name);
@@ -258,7 +292,7 @@ int metro__config_parse_text(const char *path, const char *text, size_t size, me
     metro__config *c = metro__xcalloc(1, sizeof *c);
     c->path = metro__strdup(path);
     *out = c;
-    reader r = {text, text + size, 0, c, err, METRO_OK, NULL, NULL, NULL};
+    reader r = {text, text + size, 0, c, err, METRO_OK, NULL, NULL, NULL, 0};
     int rc = ini_parse_stream(read_line, &r, on_entry, &r);
     free(r.section);
     free(r.long_key);
