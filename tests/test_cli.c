@@ -1,6 +1,7 @@
 /* test_cli — the program's commands and exit statuses. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -23,6 +24,25 @@ START_TEST(help_and_version)
     free(o); free(e);
     ck_assert_int_eq(metro_test_cli("run /nonexistent/x.ini", &o, &e), 2);
     ck_assert_ptr_nonnull(strstr(e, "/nonexistent/x.ini: cannot be read"));
+    free(o); free(e);
+    /* a folder as the config: its own reason (it said "Input/output error") */
+    ck_assert_int_eq(metro_test_cli("run /tmp", &o, &e), 2);
+    ck_assert_msg(strstr(e, "/tmp: cannot be read: Is a directory"), "%s", e);
+    free(o); free(e);
+    /* the command as typed; a folder that is no run of metro's said so
+     * (it said "/tmp/config.ini: cannot be read") */
+    ck_assert_int_eq(metro_test_cli("analyze", &o, &e), 2);
+    ck_assert_msg(strstr(e, "metro: analyze needs a RUNDIR"), "%s", e);
+    free(o); free(e);
+    char empty[] = "/tmp/metro-cli-XXXXXX", args[256];
+    ck_assert_ptr_nonnull(mkdtemp(empty));
+    snprintf(args, sizeof args, "resume %s", empty);
+    ck_assert_int_eq(metro_test_cli(args, &o, &e), 2);
+    ck_assert_msg(strstr(e, "not a run directory (no config.ini in it)") && strstr(e, empty), "%s", e);
+    free(o); free(e);
+    rmdir(empty);
+    ck_assert_int_eq(metro_test_cli("resume /nonexistent", &o, &e), 2);
+    ck_assert_msg(strstr(e, "resume /nonexistent: not a run directory (No such file or directory)"), "%s", e);
     free(o); free(e);
 }
 END_TEST
@@ -63,7 +83,7 @@ START_TEST(cuda_without_a_device_fails_cleanly)
              METRO_TEST_SOURCE_DIR, out);
     char *o, *e;
     ck_assert_int_eq(metro_test_cli(args, &o, &e), 1);
-    ck_assert_msg(strstr(e, "no usable CUDA device") != NULL, "%s", e);
+    ck_assert_msg(strstr(e, "--device: [run] device = cuda: no usable CUDA device") != NULL, "%s", e);
     ck_assert_msg(strstr(e, "--device cpu") != NULL, "%s", e);
     free(o); free(e);
     snprintf(args, sizeof args, "rm -rf %s", out);

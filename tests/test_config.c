@@ -34,10 +34,12 @@ static const bad_case cases[] = {
                               "metro: broken_header.ini:14: syntax error: 'bogus line' has no '='"},
     {"twice_section.ini", "", "twice_section.ini:13: [sampler]: given twice (first at line 8): give each section once"},
     {"missing_required.ini", "", "missing_required.ini:5: [system] particles: required (the particles per replica), unless counts give them"},
-    {"bad_every.ini", "", "bad_every.ini:17: [observable e] every: '0' is not a whole number of sweeps"},
+    {"bad_every.ini", "", "bad_every.ini:17: [observable e] every: '0' is below 1 (integer >= 1: measure every this many sweeps)"},
     /* a --set is named by its position and its text, never a line of the file */
     {"good.ini", "--set sampler.temperature=hot", "--set #1 sampler.temperature=hot: [sampler] temperature: 'hot' is not a number (real in ["},
     {"good.ini", "--set run.sweeps=5 --set sampler.tempo=1", "--set #2 sampler.tempo=1: [sampler] tempo: unknown key"},
+    /* no production with observables: said as such (it was "every: 1 is more than sweeps = 0 (allowed: 1 to sweeps)") */
+    {"with_energy.ini", "--set run.sweeps=0", "--set #1 run.sweeps=0: [run] sweeps = 0: no production sweep, so [observable e] would never measure"},
     {"good.ini", "--set nodot=1", "--set #1 nodot=1: expected SECTION.KEY=VALUE"},
     {"good.ini", "--set system.particles=abc", "--set #1 system.particles=abc: [system] particles: 'abc' is not an integer (integer in [0, "},
     /* ... also when the --set makes a section the file does not have */
@@ -51,9 +53,12 @@ static const bad_case cases[] = {
     /* a list item out of range, and numbers that are not finite, are refused
      * (mutation testing found neither guarded by a test) */
     {"coulomb.ini", "--set potential.valences=1,-1e6", "--set #1 potential.valences=1,-1e6: [potential] valences: -1e+06 in the list is out of range (list of reals in [-100, 100] e)"},
-    {"good.ini", "--set sampler.temperature=nan", "--set #1 sampler.temperature=nan: [sampler] temperature: 'nan' is not a number"},
-    {"good.ini", "--set sampler.temperature=inf", "--set #1 sampler.temperature=inf: [sampler] temperature: 'inf' is not a number"},
-    {"coulomb.ini", "--set potential.diameters=4,nan", "--set #1 potential.diameters=4,nan: [potential] diameters: 'nan' in the list is not a number"},
+    {"good.ini", "--set sampler.temperature=nan", "--set #1 sampler.temperature=nan: [sampler] temperature: 'nan' is not a finite number"},
+    {"good.ini", "--set sampler.temperature=inf", "--set #1 sampler.temperature=inf: [sampler] temperature: 'inf' is not a finite number"},
+    /* numbers a double cannot hold, and integers past a long, are out of range, not "not a number" */
+    {"good.ini", "--set sampler.temperature=1e-400", "[sampler] temperature: '1e-400' is beyond double precision"},
+    {"good.ini", "--set run.sweeps=99999999999999999999999", "[run] sweeps: '99999999999999999999999' is out of range"},
+    {"coulomb.ini", "--set potential.diameters=4,nan", "--set #1 potential.diameters=4,nan: [potential] diameters: 'nan' in the list is not a finite number"},
     /* an empty item is a typo, never skipped (1,,-1 is not two species) */
     {"coulomb.ini", "--set potential.valences=1,,-1", "--set #1 potential.valences=1,,-1: [potential] valences: item 2 of the list is empty"},
     {"coulomb.ini", "--set potential.diameters=4,", "--set #1 potential.diameters=4,: [potential] diameters: item 2 of the list is empty"},

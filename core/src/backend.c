@@ -40,9 +40,12 @@ int metro__choose_backend(metro_sim *sim, const char *want, metro_error *err)
         snprintf(sim->device_name, sizeof sim->device_name, "CPU");
         return METRO_OK;
     }
-    if (e != cudaSuccess || count == 0)
-        return metro__fail(err, METRO_ERUN, "device = cuda: no usable CUDA device (%s); run with --device cpu",
-                           e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    if (e != cudaSuccess || count == 0) {
+        /* where cuda was asked for: the config's line, a --set, or --device */
+        metro__entry *at = metro__config_find(sim->cfg, "run", "device");
+        return metro__fail(err, METRO_ERUN, "%s%s[run] device = cuda: no usable CUDA device (%s); run with --device cpu",
+                           at ? at->where : "", at ? ": " : "", e != cudaSuccess ? cudaGetErrorString(e) : "none found");
+    }
     /* MPI ranks take the host's GPUs in turn (one each where there are
      * enough); a plain run takes device 0 */
     sim->device = metro__rank() % count;

@@ -2,7 +2,10 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.h"
 #include "loader.h"
@@ -46,7 +49,8 @@ static void print_errors(const metro_error *err)
     }
 }
 
-static int cmd_run(int argc, char **argv, int resume)
+/* name: the command as typed (run, resume or analyze), for messages */
+static int cmd_run(int argc, char **argv, int resume, const char *name)
 {
     metro_options opt = {0};
     opt.resume = resume;
@@ -86,7 +90,11 @@ static int cmd_run(int argc, char **argv, int resume)
             return bad_usage("one CONFIG only (also got %s)", a);
         }
     }
-    if (!opt.config_path) { free(sets); return bad_usage("%s", resume ? "resume needs a RUNDIR" : "run needs a CONFIG file"); }
+    if (!opt.config_path) {
+        free(sets);
+        return bad_usage("%s", !strcmp(name, "run") ? "run needs a CONFIG file"
+                               : !strcmp(name, "analyze") ? "analyze needs a RUNDIR" : "resume needs a RUNDIR");
+    }
     if (opt.arch) {
         const char *d = !strncmp(opt.arch, "sm_", 3) ? opt.arch + 3 : "";
         const int digits = *d && strspn(d, "0123456789") >= 2 && strlen(d) <= 4 &&
@@ -100,6 +108,16 @@ static int cmd_run(int argc, char **argv, int resume)
         opt.output = opt.config_path;
         snprintf(cfgpath, sizeof cfgpath, "%s/config.ini", opt.config_path);
         opt.config_path = cfgpath;
+        /* a folder without the config metro writes is no run of metro's */
+        struct stat sb;
+        if (stat(opt.output, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(cfgpath, R_OK) != 0) {
+            free(sets);
+            fprintf(stderr, "metro: %s %s: not a run directory (%s): give the folder a run wrote (its config.ini and "
+                            "checkpoint.bin in it)\n", name, opt.output,
+                    stat(opt.output, &sb) != 0 ? strerror(errno)
+                                               : !S_ISDIR(sb.st_mode) ? "not a folder" : "no config.ini in it");
+            return METRO_EUSAGE;
+        }
     }
     if (opt.output && !*opt.output) { free(sets); return bad_usage("%s", "--output needs a directory"); }
     opt.sets = sets;
@@ -224,7 +242,7 @@ int metro_main(int argc, char **argv)
          * agree on it; an ensemble's ranks meet after their systems), their
          * checkpoints written, and finish as usual. */
         metro__ranks_init(&argc, &argv);
-        int rc = cmd_run(argc - 2, argv + 2, strcmp(cmd, "run") != 0);
+        int rc = cmd_run(argc - 2, argv + 2, strcmp(cmd, "run") != 0, cmd);
         if (rc && rc != METRO_ESTOPPED) metro__ranks_abort(rc);
         metro__ranks_finalize();
         return rc;

@@ -490,13 +490,18 @@ void metro__decl_allowed(const metro_param_decl *d, char *buf, size_t n)
     }
 }
 
-static int parse_real(const char *s, double *out)
+/* 0, or why not: "is not a number", "is not a finite number" (nan, inf)
+ * or "is beyond double precision" (1e-400, 1e400: a number, but not one
+ * a double holds). */
+static const char *parse_real(const char *s, double *out)
 {
     char *end;
     errno = 0;
     double v = strtod(s, &end);
     while (isspace((unsigned char)*end)) ++end;
-    if (end == s || *end || errno == ERANGE || !isfinite(v)) return -1;
+    if (end == s || *end) return "is not a number";
+    if (errno == ERANGE) return "is beyond double precision";
+    if (!isfinite(v)) return "is not a finite number";
     *out = v;
     return 0;
 }
@@ -524,8 +529,12 @@ static int parse_value(const metro_param_decl *d, const char *text, struct metro
         errno = 0;
         long long x = strtoll(text, &end, 10);
         while (isspace((unsigned char)*end)) ++end;
-        if (end == text || *end || errno == ERANGE) {
+        if (end == text || *end) {
             snprintf(why, n, "'%s' is not an integer", text);
+            return -1;
+        }
+        if (errno == ERANGE) {
+            snprintf(why, n, "'%s' is out of range", text);
             return -1;
         }
         if ((double)x < d->min || (double)x > d->max) {
@@ -536,9 +545,10 @@ static int parse_value(const metro_param_decl *d, const char *text, struct metro
         v->r = (double)x;
         return 0;
     }
-    case METRO_PARAM_REAL:
-        if (parse_real(text, &v->r)) {
-            snprintf(why, n, "'%s' is not a number", text);
+    case METRO_PARAM_REAL: {
+        const char *bad = parse_real(text, &v->r);
+        if (bad) {
+            snprintf(why, n, "'%s' %s", text, bad);
             return -1;
         }
         if (v->r < d->min || v->r > d->max) {
@@ -546,6 +556,7 @@ static int parse_value(const metro_param_decl *d, const char *text, struct metro
             return -1;
         }
         return 0;
+    }
     case METRO_PARAM_BOOL: {
         static const char *yes[] = {"true", "yes", "on", "1"}, *no[] = {"false", "no", "off", "0"};
         for (int i = 0; i < 4; ++i) {
@@ -592,8 +603,9 @@ static int parse_value(const metro_param_decl *d, const char *text, struct metro
         char *save = NULL;
         for (char *tok = strtok_r(copy, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save)) {
             double x;
-            if (parse_real(tok, &x)) {
-                snprintf(why, n, "'%s' in the list is not a number", tok);
+            const char *bad = parse_real(tok, &x);
+            if (bad) {
+                snprintf(why, n, "'%s' in the list %s", tok, bad);
                 free(copy);
                 return -1;
             }

@@ -199,8 +199,9 @@ static int read_config(metro_sim *sim, const metro_options *opt, metro_error *er
             char *end;
             long v = strtol(e->value, &end, 10);
             if (end == e->value || *end || v < 1)
-                rc |= metro__fail(err, METRO_EUSAGE, "%s: [%s] every: '%s' is not a whole number of sweeps (integer >= 1)",
-                                  e->where, s, e->value);
+                rc |= metro__fail(err, METRO_EUSAGE, "%s: [%s] every: '%s' is %s (integer >= 1: measure every this many "
+                                                     "sweeps)",
+                                  e->where, s, e->value, end == e->value || *end ? "not a whole number of sweeps" : "below 1");
             else
                 o->every = v;
         }
@@ -372,6 +373,15 @@ static int check_run_keys(metro_sim *sim, metro_error *err)
         metro_ctx *o = &sim->obs[i];
         if (o->every <= sim->sweeps) continue;
         metro__entry *e = metro__config_find(sim->cfg, o->section, "every");
+        if (sim->sweeps == 0) {
+            /* no production: no every could do, so say what could */
+            metro__entry *sw = metro__config_find(sim->cfg, "run", "sweeps");
+            rc = metro__fail(err, METRO_EUSAGE,
+                             "%s: [run] sweeps = 0: no production sweep, so [%s] would never measure (give sweeps "
+                             "> 0, or leave the observables out of a run of equilibration only)",
+                             sw ? sw->where : metro__config_section_where(sim->cfg, "run"), o->section);
+            break;
+        }
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: [%s] every: %ld is more than [run] sweeps = %ld, so it would never measure "
                          "(allowed: 1 to sweeps)",
@@ -569,9 +579,11 @@ int metro_sim_plan(metro_sim *sim, FILE *f)
      * on a GPU.  A sampler that sums otherwise (a tree) gives its own
      * estimate (cost(), ABI 6). */
     double pairs = r * n * (n - 1);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    double rate = s->backend == METRO_BACKEND_CUDA ? METRO_DIRECT_RATE_CUDA
-                                                   : METRO_DIRECT_RATE_CPU * (cores > 0 ? (double)cores : 1);
+    /* one core: the core cannot know whether a sampler spreads its moves
+     * over threads (parallel_tempering's replicas do; brush's and
+     * metropolis's chain does not), and every core assumed made a 2-core
+     * machine's brush runs 5-12x longer than planned */
+    double rate = s->backend == METRO_BACKEND_CUDA ? METRO_DIRECT_RATE_CUDA : METRO_DIRECT_RATE_CPU;
     double sweep = pairs / rate, own = 0.0;
     const int by_sampler = sim->smp_api->cost && sim->smp_api->cost(sim->smp.self, s, &own) == 0 && own > 0.0;
     char basis[64];
@@ -579,7 +591,8 @@ int metro_sim_plan(metro_sim *sim, FILE *f)
         sweep = own;
         snprintf(basis, sizeof basis, "the sampler's estimate");
     } else {
-        snprintf(basis, sizeof basis, "at %.3g pair terms/s", rate);
+        snprintf(basis, sizeof basis, "at %.3g pair terms/s%s", rate,
+                 s->backend == METRO_BACKEND_CUDA ? "" : " on one core");
     }
     fprintf(f, "\n; ---- the work (dry run: nothing was created) ----\n"
                "; backend:                %s: %s\n"
@@ -589,7 +602,8 @@ int metro_sim_plan(metro_sim *sim, FILE *f)
                "; host memory:            %.3g GiB\n"
                "; device memory:          %.3g GiB\n"
                "; time per sweep:         about %.3g s (%s)\n"
-               "; whole run:              about %.3g s\n",
+               "; whole run:              about %.3g s (the moves; the observables' measurements come on top:\n"
+               ";                         g(r) is O(N^2) a measurement)\n",
             s->backend == METRO_BACKEND_CUDA ? "cuda" : "cpu", sim->device_name, s->particles, s->replicas,
             sim->equilibration, sim->sweeps, pairs, by_sampler ? "; this sampler needs far fewer" : "",
             gib(sim->host_need), gib(sim->device_need), sweep, basis,

@@ -113,13 +113,15 @@ char *metro__read_file(const char *path, size_t *size)
     size_t cap = 1 << 16, n = 0;
     char *buf = metro__xmalloc(cap);
     size_t got;
+    errno = 0;
     while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
         n += got;
         if (n + 1 >= cap) buf = metro__xrealloc(buf, cap *= 2);
     }
-    int bad = ferror(f);
+    /* the read's own reason (a folder: EISDIR), EIO only without one */
+    int bad = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
-    if (bad) { free(buf); errno = EIO; return NULL; }
+    if (bad) { free(buf); errno = bad; return NULL; }
     buf[n] = 0;
     if (size) *size = n;
     return buf;
