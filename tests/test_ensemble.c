@@ -196,9 +196,27 @@ START_TEST(ensemble_config_is_the_ensemble)
     free(e);
     ck_assert_msg(exists_in("s/scan_energy_stats.csv") && !exists_in("s/ensemble_energy_stats.csv"),
                   "the scan was resumed as an ensemble");
-    /* sweeps a resume may change, but not the scanned ones for all */
+    /* sweeps a resume may change, but not the scanned ones for all, however
+     * the --set is spaced */
     rc = metro_test_clif(&e, "resume %s/s --set run.sweeps=9 --quiet", dir);
     ck_assert_msg(rc == 2 && strstr(e, "the ensemble scans run.sweeps (each system its own value)"), "exit %d: %s", rc, e);
+    free(e);
+    rc = metro_test_clif(&e, "resume %s/s --set \" run.sweeps =9\" --quiet", dir);
+    ck_assert_msg(rc == 2 && strstr(e, "the ensemble scans run.sweeps"), "exit %d: %s", rc, e);
+    free(e);
+    /* an ensemble whose initial file has moved away is extended all the
+     * same (its whole config, made again for config.ini, could not read
+     * it; the resume does not need it) */
+    metro_test_write(dir, "chain.xyz", "3\n\nC 0 0 0\nC 0.7 0 0\nC 1.4 0 0\n");
+    metro_test_write(dir, "chain.ini", "[run]\nsweeps = 10\nsystems = 2\n[system]\nparticles = 3\ninitial = %s/chain.xyz\n"
+                     "[potential]\nplugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\n", dir);
+    rc = metro_test_clif(&e, "run %s/chain.ini --device " DEVICE " --output %s/c --quiet", dir, dir);
+    ck_assert_msg(rc == 0, "%s", e);
+    free(e);
+    snprintf(p, sizeof p, "%s/chain.xyz", dir);
+    unlink(p);
+    rc = metro_test_clif(&e, "resume %s/c --set run.sweeps=20 --quiet", dir);
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, e);
     free(e);
     cleanup();
 }

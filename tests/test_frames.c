@@ -431,12 +431,13 @@ START_TEST(xyz_frames_cut_short)
     PUT("fewer.xyz", "1\n\nA 0 0 0\nA 1 0 0\n");
     read_refused("fewer.xyz", W("fewer.xyz:4: expected the particle count of frame 1 after the 1 particles of frame 0 "
                                 "(count on line 1), found 'A 1 0 0'"));
-    /* a last frame cut inside its last line has all its lines: the missing
-     * newline gives it away, and the frame before it is the last one (its
-     * last number cut short would otherwise be read as another) */
+    /* a last frame of metro's cut inside its last line has all its lines:
+     * the missing newline gives it away, and the frame before it is the
+     * last one (its last number cut short would otherwise be read as
+     * another) */
     metro__frame_in in;
     char err[4096], p[256];
-    PUT("cut_line.xyz", "1\n\nA 0 0 0\n1\n\nA 1 0 0.25");
+    PUT("cut_line.xyz", "1\npbc=\"F F F\" sweep=1\nA 0 0 0\n1\npbc=\"F F F\" sweep=2\nA 1 0 0.25");
     ck_assert_msg((path_of(p, sizeof p, "cut_line.xyz"), metro__frames_read(p, -1, &in, err, sizeof err)) == 0, "%s", err);
     ck_assert_int_eq(in.frames, 1);
     ck_assert_int_eq(in.partial_tail, 1);
@@ -444,12 +445,19 @@ START_TEST(xyz_frames_cut_short)
     metro__frame_in_free(&in);
     read_refused_at("cut_line.xyz", 1, W("initial_frame 1 does not exist: the file holds 1 frames and an incomplete one "
                                          "after them"));
-    /* a lone frame without its final newline is a file made by hand, read whole */
+    /* a file made by hand without its final newline is read whole, one
+     * frame or several (the rule is for files of metro's only) */
     PUT("one_no_newline.xyz", "1\n\nA 1 0 0.25");
     ck_assert_msg((path_of(p, sizeof p, "one_no_newline.xyz"), metro__frames_read(p, -1, &in, err, sizeof err)) == 0, "%s", err);
     ck_assert_int_eq(in.frames, 1);
     ck_assert_int_eq(in.partial_tail, 0);
     ck_assert(in.xyz[2] == 0.25f);
+    metro__frame_in_free(&in);
+    PUT("two_no_newline.xyz", "1\n\nA 0 0 0\n1\nmade by hand\nA 1 0 0.5");
+    ck_assert_msg((path_of(p, sizeof p, "two_no_newline.xyz"), metro__frames_read(p, -1, &in, err, sizeof err)) == 0, "%s", err);
+    ck_assert_int_eq(in.frames, 2);
+    ck_assert_int_eq(in.partial_tail, 0);
+    ck_assert(in.xyz[2] == 0.5f);
     metro__frame_in_free(&in);
 }
 END_TEST

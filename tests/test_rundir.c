@@ -381,6 +381,37 @@ START_TEST(nan_delta_stops_the_run)
 }
 END_TEST
 
+/* The energy checks resync the running energies at points that do not
+ * depend on the run's length, so a run extended later is the run straight
+ * through.  On the CPU the resync changes nothing for a correct potential;
+ * on the GPU it changes the last bits (parallel tempering's exchanges then
+ * differed).  nanpot's bias makes every move's delta() -1e-6 while total()
+ * stays 0, so energy.csv shows each resync (ten checks a run, at a tenth of
+ * its length, resynced a 20-sweep run extended to 64 elsewhere than a
+ * 64-sweep run). */
+START_TEST(extended_resyncs_where_straight_does)
+{
+    fresh_dir();
+    static const char *const ini = "[run]\nsweeps = %d\nequilibration = 0\n[system]\nparticles = 8\n[potential]\n"
+                                   "plugin = nanpot\nbad = -1\nbias = -1e-6\n[sampler]\nplugin = metropolis\n"
+                                   "temperature = 1\n[observable energy]\nplugin = energy\n";
+    metro_test_write(dir, "s.ini", ini, 64);
+    metro_test_write(dir, "x.ini", ini, 20);
+    char *e;
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/s.ini --device cpu --output %s/s --quiet", dir, dir), 0);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/x.ini --device cpu --output %s/x --quiet", dir, dir), 0);
+    free(e);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/x --set run.sweeps=64 --quiet", dir), 0);
+    free(e);
+    char a[512], b[512];
+    snprintf(a, sizeof a, "%s/s/energy.csv", dir);
+    snprintf(b, sizeof b, "%s/x/energy.csv", dir);
+    ck_assert_msg(metro_test_same_file(a, b), "extended and straight differ: %s, %s", a, b);
+    cleanup();
+}
+END_TEST
+
 /* --dry-run --arch sm_90 links the run's device code for that GPU on a
  * machine without one (a plugin author's check) and writes nothing, not
  * even to the cubin cache; a potential without device code does not link,
@@ -669,12 +700,6 @@ START_TEST(ensemble_stops_after_a_system_ended)
 }
 END_TEST
 
-/* An ensemble's folder is locked like any run directory: an ensemble run
- * --overwrite into a directory another run is using is refused and
- * changes nothing (it took over the other run's config.ini); --overwrite
- * clears a former ensemble's system folders (left behind, a single run
- * there resumed them as an ensemble, and 2 systems over 3 could not be
- * resumed at all) */
 /* A folder that is not a run directory of metro's (`--output .`, a
  * project folder with the user's own config.ini) is neither written among
  * nor, with --overwrite, emptied: refused with exit 2 and left as it was
@@ -712,13 +737,22 @@ START_TEST(folders_not_metros)
             cleanup();
             fresh_dir();
         }
-    /* an empty folder, or one holding only a lock a refused run left, is new */
+    /* an empty folder is new, and so is one holding only what a run killed
+     * at its start left: its lock and a temporary */
     char u[512], *e;
     snprintf(u, sizeof u, "%s/u", dir);
     ck_assert_int_eq(mkdir(u, 0755), 0);
     metro_test_write(dir, "run.ini", "%s", ini);
     ck_assert_int_eq(metro_test_clif(&e, "run %s/run.ini --device cpu --output %s/u --quiet", dir, dir), 0);
     free(e);
+    snprintf(u, sizeof u, "%s/k", dir);
+    ck_assert_int_eq(mkdir(u, 0755), 0);
+    metro_test_write(dir, "k/.lock", "1\n");
+    metro_test_write(dir, "k/config.ini.tmp", "; half");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/run.ini --device cpu --output %s/k --quiet", dir, dir), 0);
+    free(e);
+    ck_assert_msg(!exists("k/config.ini.tmp") && exists("k/energy.csv"), "a killed start's folder");
+    /* (a temporary without the lock may be anyone's: draft.tmp above) */
     /* metro's own: refused without --overwrite, emptied with it */
     metro_test_write(dir, "u/mine.txt", "x");
     ck_assert_int_eq(metro_test_clif(&e, "run %s/run.ini --device cpu --output %s/u --quiet", dir, dir), 2);
@@ -731,6 +765,12 @@ START_TEST(folders_not_metros)
 }
 END_TEST
 
+/* An ensemble's folder is locked like any run directory: an ensemble run
+ * --overwrite into a directory another run is using is refused and
+ * changes nothing (it took over the other run's config.ini); --overwrite
+ * clears a former ensemble's system folders (left behind, a single run
+ * there resumed them as an ensemble, and 2 systems over 3 could not be
+ * resumed at all) */
 START_TEST(overwrite_and_ensembles)
 {
     fresh_dir();
@@ -1013,6 +1053,7 @@ int main(void)
     tcase_add_test(tc, claims_of_files);
     tcase_add_test(tc, output_rules_of_plugins);
     tcase_add_test(tc, nan_delta_stops_the_run);
+    tcase_add_test(tc, extended_resyncs_where_straight_does);
     tcase_add_test(tc, dry_run_links_for_an_arch);
     tcase_add_test(tc, write_error_leaves_no_result);
     tcase_add_test(tc, stale_temporaries_removed);

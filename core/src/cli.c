@@ -110,12 +110,15 @@ static int cmd_run(int argc, char **argv, int resume, const char *name)
         opt.config_path = cfgpath;
         /* a folder without the config metro writes is no run of metro's */
         struct stat sb;
-        if (stat(opt.output, &sb) != 0 || !S_ISDIR(sb.st_mode) || access(cfgpath, R_OK) != 0) {
+        const char *why = stat(opt.output, &sb) != 0 ? strerror(errno)
+                          : !S_ISDIR(sb.st_mode)     ? "not a folder"
+                          : access(cfgpath, F_OK)    ? "no config.ini in it"
+                          : access(cfgpath, R_OK)    ? strerror(errno)
+                                                     : NULL;
+        if (why) {
             free(sets);
             fprintf(stderr, "metro: %s %s: not a run directory (%s): give the folder a run wrote (its config.ini and "
-                            "checkpoint.bin in it)\n", name, opt.output,
-                    stat(opt.output, &sb) != 0 ? strerror(errno)
-                                               : !S_ISDIR(sb.st_mode) ? "not a folder" : "no config.ini in it");
+                            "checkpoint.bin in it)\n", name, opt.output, why);
             return METRO_EUSAGE;
         }
     }

@@ -18,7 +18,7 @@ const metro_param_decl metro__run_params[] = {
     {"scan", METRO_PARAM_STRING, "", 0, 0, NULL, "",
      "SECTION.KEY: v1, v2, ...: one system per value, run together in one process"},
     {"check_every", METRO_PARAM_INT, "0", 0, 9.2e18, NULL, "sweeps",
-     "recompute the total energy this often, report the drift and checkpoint (0: ten times a run)"},
+     "recompute the total energy this often, report the drift and checkpoint (0: at sweeps 1, 2, 4, 8, ..., the same points in a run extended later)"},
     {"checkpoint_minutes", METRO_PARAM_REAL, "10", 0, 1e6, NULL, "min",
      "also checkpoint this often in wall time between energy checks (0: only at energy checks)"},
     {"drift_tolerance", METRO_PARAM_REAL, "1e-4", 0, 1, NULL, "",

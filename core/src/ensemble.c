@@ -28,6 +28,7 @@
 #include "sim.h"
 
 #include <cuda_runtime_api.h>
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -455,13 +456,33 @@ static int combine_all(const ensemble *e, metro_error *err)
 
 /* ---- the run ------------------------------------------------------------------ */
 
+/* Whether the n bytes at a name the key `key` (SECTION.KEY), as a --set
+ * would: blanks around it and runs of blanks in the section aside. */
+static int same_key(const char *a, size_t n, const char *key)
+{
+    char got[512];
+    size_t g = 0;
+    int blank = 0;
+    for (size_t i = 0; i < n && g + 2 < sizeof got; ++i) {
+        if (isspace((unsigned char)a[i])) { blank = g > 0; continue; }
+        if (blank && a[i] != '.' && got[g - 1] != '.') got[g++] = ' ';
+        blank = 0;
+        got[g++] = a[i];
+    }
+    got[g] = 0;
+    return !strcmp(got, key);
+}
+
 int metro_ensemble_run(const metro_options *opt, metro_error *err)
 {
     ensemble e;
     int rc;
-    /* the ensemble as one config (the scan's first value set), whose
-     * resolved form is the top-level config.ini */
+    /* the ensemble as one config (the scan's first value set): its
+     * resolved form, the top-level config.ini, is rendered at once and the
+     * sim let go (it would hold memory through the run) */
     metro_sim *top = NULL;
+    char *top_text = NULL;
+    size_t top_n = 0;
     /* K threads wait on K streams: on CUDA let them yield the cores rather
      * than spin (it must come before the context exists; on the CPU
      * backend, or without a driver, it does nothing) */
@@ -485,9 +506,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
          * would make the systems alike under their old labels */
         for (int j = 0; e.scan_key[0] && j < opt->nsets; ++j) {
             const char *a = opt->sets[j], *eq = strchr(a, '=');
-            size_t l = eq ? (size_t)(eq - a) : 0;
-            while (l && a[l - 1] == ' ') --l;
-            if (l == strlen(e.scan_key) && !strncmp(a, e.scan_key, l)) {
+            if (eq && same_key(a, (size_t)(eq - a), e.scan_key)) {
                 metro__fail(err, METRO_EUSAGE, "--set #%d %s: the ensemble scans %s (each system its own value): a "
                                                "resume cannot set it for all", j + 1, a, e.scan_key);
                 free_ensemble(&e);
@@ -495,11 +514,14 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
             }
         }
         /* extended (--set run.sweeps=...): its config.ini says so, as a
-         * single run's does */
+         * single run's does.  Where the whole config cannot be made again
+         * (its initial file moved away, an older metro's config.ini as
+         * given), the old file stays: the resume needs neither */
         if (opt->nsets && e.k > 0) {
             metro_options o = *opt;
             o.resume = 0, o.dry_run = 1, o.quiet = 1, o.output = "", o.arch = NULL;
-            if ((rc = metro_sim_create(&o, &top, err))) return rc;
+            metro_error ignored = {0};
+            if (metro_sim_create(&o, &top, &ignored)) top = NULL;
         }
     } else {
         if ((rc = read_plan(opt, &e, err))) return rc;
@@ -523,9 +545,21 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         o.set_where = where;
         rc = metro_sim_create(&o, &top, err);
         if (!rc) snprintf(e.dir, sizeof e.dir, "%s", metro__rundir_path(top, opt, buf, sizeof buf));
+        else top = NULL;
         free(sets);
         free(where);
         if (rc) { free_ensemble(&e); return rc; }
+    }
+    if (top) {
+        char what[160];
+        /* "an ensemble of K": a resume compares it with the folders */
+        snprintf(what, sizeof what, "an ensemble of %d systems, one run directory each (system_NNN/, each with its own "
+                                    "resolved config.ini)", e.k);
+        FILE *f = open_memstream(&top_text, &top_n);
+        metro__write_resolved(top, f, what);
+        fclose(f);
+        metro_sim_destroy(top);
+        top = NULL;
     }
     sys_opt *so = metro__xcalloc((size_t)e.k, sizeof *so);
     job *jobs = metro__xcalloc((size_t)e.k, sizeof *jobs);
@@ -592,23 +626,14 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
      * systems, as their memory together) stops every rank: rank 0's value
      * alone let another rank run systems it had refused */
     if (S > 1) rc = metro__ranks_any(rc);
-    if (!rc && top && me == 0) {
+    if (!rc && top_text && me == 0) {
         /* the ensemble's own resolved config (systems or scan kept, the
          * --set overrides in it): re-run as is, it is this ensemble (the
          * config as given, the overrides only as comments, ran something
          * else, and a scan given by --set resumed as an ensemble) */
-        char *all = NULL, what[160];
-        size_t n = 0;
-        FILE *f = open_memstream(&all, &n);
-        /* "an ensemble of K": a resume compares it with the folders */
-        snprintf(what, sizeof what, "an ensemble of %d systems, one run directory each (system_NNN/, each with its own "
-                                    "resolved config.ini)", e.k);
-        metro__write_resolved(top, f, what);
-        fclose(f);
         char path[1200];
         snprintf(path, sizeof path, "%s/config.ini", e.dir);
-        rc = metro__write_atomic(path, all, n, NULL, err);
-        free(all);
+        rc = metro__write_atomic(path, top_text, top_n, NULL, err);
     }
     metro__ranks_barrier(); /* the ensemble's folder exists before any system's */
     for (int i = me; i < e.k && !rc; i += S)
@@ -643,7 +668,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     }
     if (lock_fd >= 0) close(lock_fd);
 done:
-    metro_sim_destroy(top);
+    free(top_text);
     for (int i = 0; i < e.k; ++i) {
         metro_sim_destroy(jobs[i].sim);
         free(so[i].sets);

@@ -576,11 +576,16 @@ static int xyz_read(const char *path, long want, metro__frame_in *out, char *err
         }
         long first = lineno, got = 0;
         ssize_t last = 0;
-        while (got < n + 1 && (last = getline(&line, &cap, f)) >= 0) ++got, ++lineno;
-        /* every line metro writes ends in a newline: a last line without
-         * one after complete frames is a frame cut inside that line (its
-         * last number perhaps cut short), not a frame */
-        int cut_line = got == n + 1 && last > 0 && line[last - 1] != '\n' && nfr > 0;
+        int metros = 0; /* the comment line metro writes (its sweep= key) */
+        while (got < n + 1 && (last = getline(&line, &cap, f)) >= 0) {
+            if (!got) metros = strstr(line, " sweep=") != NULL || !strncmp(line, "sweep=", 6);
+            ++got, ++lineno;
+        }
+        /* every line metro writes ends in a newline: in a file of metro's,
+         * a last line without one after complete frames is a frame cut
+         * inside that line (its last number perhaps cut short), not a
+         * frame.  A file made by hand often lacks its final newline. */
+        int cut_line = metros && got == n + 1 && last > 0 && line[last - 1] != '\n' && nfr > 0;
         if (got < n + 1 || cut_line) {
             /* a frame cut short after complete ones: a run killed while
              * writing it (the caller says so); alone, a wrong count */

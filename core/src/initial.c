@@ -633,8 +633,8 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
         metro__log(sim, METRO_LOG_INFO, "the system from %s ([system] declares none): %s", file, what);
     }
     if (f.partial_tail)
-        metro__log(sim, METRO_LOG_WARN, "%s: ends with an incomplete frame, ignored (a run killed while writing leaves one; by hand, a "
-                                        "frame short of a line or a file without its final newline)",
+        metro__log(sim, METRO_LOG_WARN, "%s: ends with an incomplete frame, ignored (a run killed while writing it leaves one; in a "
+                                        "file made by hand, a frame short of a line)",
                    file);
 done:
     free(map);

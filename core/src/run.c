@@ -167,10 +167,26 @@ static int stop_requested(metro_sim *sim, metro_error *err)
  * minutes, not a tenth of the run.  A checkpoint only reads the state:
  * where it falls does not change the chain. */
 typedef struct schedule {
-    long check, next_check;
+    long check, next_check; /* check 0: at sweeps 1, 2, 4, 8, ... */
     double last_ck;
     double worst;
 } schedule;
+
+/* The first energy check after `sweep`.  By default at the powers of two:
+ * points that do not depend on how long the run is, so a run extended
+ * later (resume --set run.sweeps=...) resyncs its running energies where a
+ * run straight through does, and makes the same chain on the GPU too,
+ * where the resync changes the last bits (ten checks a run, at a tenth of
+ * its length, put them elsewhere once the length changed: parallel
+ * tempering's exchanges, which read the running energies, then differed).
+ * About log2 of the sweeps checks a run. */
+static long check_after(const schedule *s, long long sweep)
+{
+    if (s->check > 0) return (long)((sweep / s->check + 1) * s->check);
+    long p = 1;
+    while (p <= sweep) p <<= 1;
+    return p;
+}
 
 static int after_chunk(metro_sim *sim, schedule *s, int synced, metro_error *err)
 {
@@ -181,7 +197,7 @@ static int after_chunk(metro_sim *sim, schedule *s, int synced, metro_error *err
         if (!rc) rc = check_energy(sim, &s->worst, 1, err);
         if (!rc) rc = metro_sim_checkpoint(sim, err);
         s->last_ck = metro__now();
-        while (s->next_check <= st->sweep) s->next_check += s->check;
+        s->next_check = check_after(s, st->sweep);
     } else {
         /* wall time and signals differ between ranks: rank 0 decides for
          * all, so the collectives of a checkpoint meet */
@@ -217,9 +233,8 @@ int metro_sim_run(metro_sim *sim, metro_error *err)
     signals_take();
     double t0 = metro__now();
     schedule sch = {0};
-    sch.check = sim->check_every ? sim->check_every : (sim->sweeps + sim->equilibration) / 10;
-    if (sch.check < 1) sch.check = 1;
-    sch.next_check = (st->sweep / sch.check + 1) * sch.check;
+    sch.check = sim->check_every;
+    sch.next_check = check_after(&sch, st->sweep);
     sch.last_ck = t0;
     int rc = METRO_OK;
     long long first = st->sweep, att0 = 0; /* resumed runs: rates count this invocation */

@@ -91,20 +91,26 @@ static int new_run_folder(const char *dir, int overwrite, metro_error *err)
     }
     DIR *d = opendir(dir);
     if (!d) return metro__fail(err, METRO_EUSAGE, "%s: cannot be read: %s", dir, strerror(errno));
+    /* a run killed while writing its first config.ini leaves its lock and
+     * temporaries: metro's, taken as new (a *.tmp without the lock may be
+     * anyone's, and the run would remove it) */
+    const int locked = exists(dir, LOCK_NAME);
     char first[300] = "";
     int others = 0;
     for (struct dirent *e; (e = readdir(d));) {
+        const size_t l = strlen(e->d_name);
         if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") || !strcmp(e->d_name, LOCK_NAME)) continue;
+        if (locked && l > 4 && !strcmp(e->d_name + l - 4, ".tmp")) continue;
         if (!others++) snprintf(first, sizeof first, "%s", e->d_name);
     }
     closedir(d);
     if (!others) return 0;
     return metro__fail(err, METRO_EUSAGE,
-                       "%s: exists and holds %d entr%s that are not a metro run's ('%s'%s), which %s: metro writes a run "
+                       "%s: exists and holds %d entr%s that %s not a metro run's ('%s'%s), which %s: metro writes a run "
                        "into a new or empty folder, or over a run directory of its own with --overwrite (one whose "
                        "config.ini metro wrote); choose another --output",
-                       dir, others, others == 1 ? "y" : "ies", first, others > 1 ? ", ..." : "",
-                       overwrite ? "--overwrite would remove" : "the run would write among");
+                       dir, others, others == 1 ? "y" : "ies", others == 1 ? "is" : "are", first,
+                       others > 1 ? ", ..." : "", overwrite ? "--overwrite would remove" : "the run would write among");
 }
 
 int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *err)
