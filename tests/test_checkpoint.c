@@ -78,6 +78,12 @@ START_TEST(resume_is_exact)
     snprintf(a, sizeof a, "%s/full/checkpoint.bin", d);
     snprintf(b, sizeof b, "%s/split/checkpoint.bin", d);
     ck_assert_msg(metro_test_same_file(a, b), "checkpoints differ after the fallback: %s %s", a, b);
+    /* and the damaged file did not become the previous one (the next
+     * checkpoint renamed it to .prev: a kill before the new one took its
+     * name would have left no good checkpoint) */
+    snprintf(a, sizeof a, "%s/full/checkpoint.bin.prev", d);
+    snprintf(b, sizeof b, "%s/split/checkpoint.bin.prev", d);
+    ck_assert_msg(metro_test_same_file(a, b), "the previous checkpoint after the fallback: %s %s", a, b);
     /* both damaged: refused */
     for (int k = 0; k < 2; ++k) {
         snprintf(args, sizeof args, "printf 'XXXX' | dd of=%s/split/checkpoint.bin%s bs=1 seek=100 conv=notrunc status=none",

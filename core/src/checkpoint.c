@@ -185,8 +185,12 @@ int metro_sim_checkpoint(metro_sim *sim, metro_error *err)
         char path[4200], prev[4300];
         snprintf(path, sizeof path, "%s/checkpoint.bin", sim->dir);
         snprintf(prev, sizeof prev, "%s.prev", path);
-        /* the last good one becomes .prev as the new one takes its name */
-        rc = metro__write_atomic(path, b.p, b.n, prev, err);
+        /* the last good one becomes .prev as the new one takes its name;
+         * after a resume from .prev the file under the name is the damaged
+         * one, which only gives way (as .prev it would have been the one
+         * copy left between the two renames) */
+        rc = metro__write_atomic(path, b.p, b.n, sim->ck_used_prev ? NULL : prev, err);
+        if (!rc) sim->ck_used_prev = 0;
     }
     free(b.p);
     return rc;
