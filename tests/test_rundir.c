@@ -966,6 +966,12 @@ START_TEST(resume_keeps_the_layout)
     ck_assert_msg(strstr(e, "[run] output: a resume cannot change it (a resume continues in the run directory itself)"),
                   "%s", e);
     free(e);
+    /* another plugin: named as such (it listed the old plugin's keys as unknown) */
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/one --set sampler.plugin=brush --device cpu --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "--set #1 sampler.plugin=brush: [sampler] plugin: a resume cannot change it") &&
+                      !strstr(e, "unknown key"),
+                  "%s", e);
+    free(e);
     snprintf(cmd, sizeof cmd, "rm -r %s/en/system_002", dir);
     ck_assert_int_eq(system(cmd), 0);
     ck_assert_int_eq(metro_test_clif(&e, "resume %s/en --set run.sweeps=20 --device cpu --quiet", dir), 2);

@@ -401,6 +401,13 @@ int metro__config_resume_check(metro__config *c, metro_error *err)
                                k < 2 ? "the run directory's folders are its systems; start a new run for another layout"
                                      : "a resume continues in the run directory itself");
     }
+    /* another plugin is another chain: said as such, not as the unknown
+     * keys the old plugin's parameters become for the new one */
+    for (int i = 0; i < c->n; ++i)
+        if (!strcmp(c->e[i].key, "plugin") && !strcmp(c->e[i].file, "--set"))
+            return metro__fail(err, METRO_EUSAGE, "%s: [%s] plugin: a resume cannot change it (another plugin makes "
+                                                  "another chain; start a new run)",
+                               c->e[i].where, c->e[i].section);
     return METRO_OK;
 }
 
