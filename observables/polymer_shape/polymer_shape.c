@@ -618,8 +618,8 @@ static int finish(void *vself, const metro_state *st)
 {
     ps *self = vself;
     if (flush(self)) return -1;
-    if (self->e[0].n < 4) {
-        self->host->log(self->ctx, METRO_LOG_WARN, "fewer than 4 measurements: no thermo.csv");
+    if (self->e[0].n < 1) {
+        self->host->log(self->ctx, METRO_LOG_WARN, "no measurement: no thermo.csv");
         return 0;
     }
     double *beta_k = malloc((size_t)st->replicas * sizeof *beta_k);

@@ -167,6 +167,25 @@ static int row_of(const char *path, double T)
     }
 }
 
+/* One measurement still writes thermo.csv, its errors nan, as the energy
+ * observable writes its rows (it wrote nothing below 4, with a warning) */
+START_TEST(one_measurement_writes_thermo)
+{
+    const char *ini = "[run]\nseed = 7\nsweeps = 1\nequilibration = 0\n[system]\nparticles = 5\n"
+                      "[potential]\nplugin = lj_fene\n[sampler]\nplugin = parallel_tempering\nt_min = 0.6\n"
+                      "t_max = 1.6\nreplicas = 2\nstep = 0.1\n[observable polymer_shape]\nplugin = polymer_shape\n"
+                      "every = 1\nreweight_points = 20\nplots = false\n";
+    metro_sim *sim = metro_test_sim(ini, "cpu", NULL, 0);
+    metro_error err = {0};
+    ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+    metro_sim_destroy(sim);
+    char direct[4200];
+    snprintf(direct, sizeof direct, "%s/thermo.csv", metro_test_run_dir());
+    ck_assert_int_eq((int)metro_test_csv(direct, 0, "samples"), 1);
+    ck_assert(isfinite(metro_test_csv(direct, 0, "Rg2_mean")) && isnan(metro_test_csv(direct, 0, "Rg2_err")));
+}
+END_TEST
+
 START_TEST(reweighting_reproduces_direct_estimates)
 {
     const char *ini = "[run]\nseed = 7\nsweeps = 40000\nequilibration = 4000\n"
@@ -503,6 +522,7 @@ int main(void)
     tcase_add_test(tc, wham_known_density_of_states);
     tcase_add_test(tc, wham_two_phases_converges_fast);
     tcase_add_test(tc, reweighting_reproduces_direct_estimates);
+    tcase_add_test(tc, one_measurement_writes_thermo);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }
