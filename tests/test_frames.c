@@ -55,10 +55,10 @@ static metro_frame frame_k(int k, int species)
         pos[i] = metro_f4(0.1f * i + 0.001f * k, -0.37f * i / 3.0f + k, 1.0f / (i + k + 1), species ? (float)(i % 2) : 0);
     snprintf(table[0].name, 16, "Na");
     table[0].charge = 1;
-    table[0].diameter = 3;
+    table[0].diameter = 0.8; /* not a float: read back as written, not as 0.800000011920929 */
     snprintf(table[1].name, 16, "my anion");
     table[1].charge = -1;
-    table[1].diameter = 4;
+    table[1].diameter = 4.2;
     metro_frame f = {.particles = N, .pos = pos, .species = species ? 2 : 0, .species_table = table, .cell_radius = species ? 20 : 0,
                      .sweep = 100 * (k + 1), .replica = 2, .slot = 1, .temperature = 0.5, .topology = with_bonds ? &topo : NULL};
     return f;

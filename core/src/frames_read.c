@@ -180,6 +180,21 @@ static int gsd_per_particle(const gsd_entry *e, long frame, int N, uint32_t M)
     return 1;
 }
 
+/* A float of the file as the decimal it was written from: the shortest
+ * that rounds to it (0.8f, 0.800000011920929 as a double, is 0.8), so that
+ * species taken from a GSD file are the ones declared when it was written,
+ * and a run started from its own trajectory has its own diameters. */
+static double float_as_written(float f)
+{
+    char buf[32];
+    for (int digits = 1; digits <= 9; ++digits) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
+        const double d = strtod(buf, NULL);
+        if ((float)d == f) return d;
+    }
+    return f;
+}
+
 /* particles/charge or particles/diameter of the frame's N particles as
  * doubles, each finite (a NaN passes every comparison made with it
  * later); *out stays NULL where the frame has none. */
@@ -196,8 +211,16 @@ static int gsd_reals(const gsd_reader *g, const gsd_entry *e, long frame, int N,
         free(p);
         return ferr(err, nerr, "%s: out of memory for %d particles", g->path, N);
     }
+    float last = NAN;
+    double last_d = NAN;
     for (int i = 0; i < N; ++i) {
         v[i] = gsd_value(p, e->type, (size_t)i);
+        if (e->type == T_FLOAT && isfinite(v[i])) {
+            /* one species' values repeat: one conversion each */
+            const float f = ((const float *)p)[i];
+            if (f != last) last = f, last_d = float_as_written(f);
+            v[i] = last_d;
+        }
         if (!isfinite(v[i])) {
             ferr(err, nerr, "%s: frame %ld: particle %d: %s is %g, not a finite number", g->path, frame, i, g->names[e->id],
                  v[i]);
