@@ -54,7 +54,7 @@ static const metro_param_decl params[] = {
     {"series", METRO_PARAM_BOOL, "true", 0, 0, NULL, "",
      "write the time series energy.csv (sweep, slot, T, E)"},
     {"max_lag", METRO_PARAM_INT, "0", 0, 1e9, NULL, "samples",
-     "last lag of energy_acf.csv; 0: up to Sokal's window"},
+     "last lag of energy_acf.csv (at most samples - 1; lags near the number of samples are noise); 0: up to Sokal's window"},
     METRO_PARAM_END};
 
 static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *p,
