@@ -184,8 +184,11 @@ START_TEST(ensemble_config_is_the_ensemble)
     ck_assert_msg(rc == 2 && strstr(e, "system_001: runs 12 sweeps, system_000 9: an ensemble's systems run alike"),
                   "exit %d: %s", rc, e);
     free(e);
-    /* a scan given by --set: resumed (here: its results redone) it stays one */
-    rc = metro_test_clif(&e, "run %s/base.ini --set \"run.scan=run.sweeps: 4, 6\" --device " DEVICE
+    /* a scan given by --set: resumed (here: its results redone) it stays
+     * one; its key spaced is the key (run . sweeps was refused as systems
+     * of different sweeps, and the spaced key slipped past the resume's
+     * check) */
+    rc = metro_test_clif(&e, "run %s/base.ini --set \"run.scan=run . sweeps: 4, 6\" --device " DEVICE
                              " --output %s/s --quiet", dir, dir);
     ck_assert_msg(rc == 0, "%s", e);
     free(e);
@@ -196,6 +199,7 @@ START_TEST(ensemble_config_is_the_ensemble)
     free(e);
     ck_assert_msg(exists_in("s/scan_energy_stats.csv") && !exists_in("s/ensemble_energy_stats.csv"),
                   "the scan was resumed as an ensemble");
+    ck_assert_double_eq(metro_test_csv(p, 1, "run.sweeps"), 6);
     /* sweeps a resume may change, but not the scanned ones for all, however
      * the --set is spaced */
     rc = metro_test_clif(&e, "resume %s/s --set run.sweeps=9 --quiet", dir);

@@ -713,8 +713,11 @@ START_TEST(folders_not_metros)
                                    "[sampler]\nplugin = metropolis\ntemperature = 1\n[observable e]\nplugin = energy\n";
     static const char *const how[] = {"", " --overwrite", " --set run.systems=2", " --set run.systems=2 --overwrite",
                                       " --dry-run"};
+    /* the last: a resolved config copied into a project folder to run again
+     * (--overwrite had emptied the folder, taking it for a run's) */
     static const char *const mine[][2] = {{"thesis.tex", "mine"}, {"energy.csv", "mine"}, {"draft.tmp", "mine"},
-                                          {"config.ini", "[run]\nsweeps = 5\n"}};
+                                          {"config.ini", "[run]\nsweeps = 5\n"},
+                                          {"config.ini", "; metro 0.1.0: the resolved configuration of this run\n"}};
     for (size_t m = 0; m < sizeof mine / sizeof *mine; ++m)
         for (size_t k = 0; k < sizeof how / sizeof *how; ++k) {
             char u[512], name[600], *e;

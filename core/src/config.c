@@ -148,6 +148,15 @@ static void read_long(reader *r, char *str, int num, const char *s, const char *
     snprintf(str, (size_t)num, "%s=\n", k > s ? "k" : "");
 }
 
+/* Whether [s, e) has its '=' (or ':') before the end or a comment, as
+ * inih asks of a key line (the end itself is not read: it may be the
+ * buffer's). */
+static int is_assignment(const char *s, const char *e)
+{
+    const char *sep = scan_to(s, e, "=:");
+    return sep < e && (*sep == '=' || *sep == ':');
+}
+
 static char *read_line(char *str, int num, void *stream)
 {
     reader *r = stream;
@@ -172,7 +181,7 @@ static char *read_line(char *str, int num, void *stream)
         read_header(r, str, num, s, e);
     } else if (e - s + 2 > num) {
         read_long(r, str, num, s, e);
-    } else if (s < e && *s != ';' && *s != '#' && *scan_to(s, e, "=:") != '=' && *scan_to(s, e, "=:") != ':') {
+    } else if (s < e && *s != ';' && *s != '#' && !is_assignment(s, e)) {
         /* inih's syntax error: no '=' (or ':') before the end or a comment */
         char shown[48];
         snprintf(shown, sizeof shown, "'%.*s'%s", (int)(e - s > 40 ? 40 : e - s), s, e - s > 40 ? "..." : "");

@@ -58,6 +58,30 @@ static void free_ensemble(ensemble *e)
     free(e->values);
 }
 
+/* The n bytes at a as a SECTION.KEY the way a --set is read: blanks
+ * around it and around the dot dropped, runs of blanks in the section one
+ * ("run . sweeps" is run.sweeps), into out (size n_out). */
+static void norm_key(const char *a, size_t n, char *out, size_t n_out)
+{
+    size_t g = 0;
+    int blank = 0;
+    for (size_t i = 0; i < n && g + 2 < n_out; ++i) {
+        if (isspace((unsigned char)a[i])) { blank = g > 0; continue; }
+        if (blank && a[i] != '.' && out[g - 1] != '.') out[g++] = ' ';
+        blank = 0;
+        out[g++] = a[i];
+    }
+    out[g] = 0;
+}
+
+/* Whether the n bytes at a name the (normalised) key `key`. */
+static int same_key(const char *a, size_t n, const char *key)
+{
+    char got[512];
+    norm_key(a, n, got, sizeof got);
+    return !strcmp(got, key);
+}
+
 /* What [run] systems / scan / seed say, from the config file and --set. */
 static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
 {
@@ -92,19 +116,21 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
         const char *colon = strchr(scan->value, ':');
         size_t kl = colon ? (size_t)(colon - scan->value) : 0;
         while (kl && scan->value[kl - 1] == ' ') --kl;
-        if (!colon || !kl || kl >= sizeof e->scan_key || !memchr(scan->value, '.', kl)) {
+        /* as a --set names it ("run . sweeps" is run.sweeps): the systems'
+         * sets, the tables' column and the resume's checks all compare it */
+        char key[sizeof e->scan_key];
+        norm_key(scan->value, kl, key, sizeof key);
+        if (!colon || !kl || kl >= sizeof e->scan_key || !strchr(key, '.')) {
             rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: '%s' is not SECTION.KEY: v1, v2, ... (e.g. "
                                                 "potential.concentration: 0.001, 0.002)", scan->where, scan->value);
-        } else if ((kl == 8 && !strncmp(scan->value, "run.scan", 8)) ||
-                   (kl == 11 && !strncmp(scan->value, "run.systems", 11)) ||
-                   (kl == 10 && !strncmp(scan->value, "run.output", 10))) {
-            rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: %.*s shapes the ensemble itself and cannot be scanned "
-                                                "(allowed: any other SECTION.KEY)", scan->where, (int)kl, scan->value);
+        } else if (!strcmp(key, "run.scan") || !strcmp(key, "run.systems") || !strcmp(key, "run.output")) {
+            rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: %s shapes the ensemble itself and cannot be scanned "
+                                                "(allowed: any other SECTION.KEY)", scan->where, key);
         } else if (sys && e->k > 1) {
             rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: give systems = K or scan, not both (a scan has one "
                                                 "system per value)", scan->where);
         } else {
-            memcpy(e->scan_key, scan->value, kl);
+            memcpy(e->scan_key, key, sizeof key);
             snprintf(e->scan_where, sizeof e->scan_where, "%s", scan->where);
             e->k = 0;
             char *list = metro__strdup(colon + 1);
@@ -455,23 +481,6 @@ static int combine_all(const ensemble *e, metro_error *err)
 }
 
 /* ---- the run ------------------------------------------------------------------ */
-
-/* Whether the n bytes at a name the key `key` (SECTION.KEY), as a --set
- * would: blanks around it and runs of blanks in the section aside. */
-static int same_key(const char *a, size_t n, const char *key)
-{
-    char got[512];
-    size_t g = 0;
-    int blank = 0;
-    for (size_t i = 0; i < n && g + 2 < sizeof got; ++i) {
-        if (isspace((unsigned char)a[i])) { blank = g > 0; continue; }
-        if (blank && a[i] != '.' && got[g - 1] != '.') got[g++] = ' ';
-        blank = 0;
-        got[g++] = a[i];
-    }
-    got[g] = 0;
-    return !strcmp(got, key);
-}
 
 int metro_ensemble_run(const metro_options *opt, metro_error *err)
 {

@@ -61,8 +61,11 @@ static long lock_holder(const char *dir)
     return pid;
 }
 
-/* Whether config.ini in dir is one metro wrote (a run's resolved config or
- * an ensemble's; both start "; metro "), not a user's file of that name. */
+/* Whether dir is a run directory: a config.ini metro wrote (a run's
+ * resolved config or an ensemble's; both start "; metro "), not a user's
+ * file of that name, beside what only a run leaves (its lock, log,
+ * checkpoint or systems): a resolved config copied into a project folder
+ * to be run again does not make the folder metro's. */
 static int metro_config(const char *dir)
 {
     char path[4200], head[9] = "";
@@ -71,7 +74,9 @@ static int metro_config(const char *dir)
     if (!f) return 0;
     const size_t n = fread(head, 1, 8, f);
     fclose(f);
-    return n == 8 && !memcmp(head, "; metro ", 8);
+    return n == 8 && !memcmp(head, "; metro ", 8) &&
+           (exists(dir, LOCK_NAME) || exists(dir, "log.txt") || exists(dir, "checkpoint.bin") ||
+            exists(dir, "system_000"));
 }
 
 /* Where a new run may write: a folder that is missing or empty (but for a
