@@ -33,6 +33,12 @@ static const bad_case cases[] = {
                               "are not read) (expected '[section]', 'key = value' or a ; comment)\n"
                               "metro: broken_header.ini:14: syntax error: 'bogus line' has no '='"},
     {"twice_section.ini", "", "twice_section.ini:13: [sampler]: given twice (first at line 8): give each section once"},
+    /* a # after a blank, and quotes, would have been part of the value
+     * (a folder named "runs/a # mine"); both lines reported */
+    {"hash_and_quotes.ini", "", "hash_and_quotes.ini:4: [run] output: 'runs/a # mine' holds ' #', which starts no comment "
+                                "here (only a ';' after a blank does)"},
+    {"hash_and_quotes.ini", "", "hash_and_quotes.ini:14: [observable t] file: '\"movie.gsd\"' is in quotes, which would "
+                                "be part of the value: write it without them"},
     {"missing_required.ini", "", "missing_required.ini:5: [system] particles: required (the particles per replica), unless counts give them"},
     {"bad_every.ini", "", "bad_every.ini:17: [observable e] every: '0' is below 1 (integer >= 1: measure every this many sweeps)"},
     /* a --set is named by its position and its text, never a line of the file */

@@ -282,8 +282,22 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     if (r->long_key) name = r->long_key;
     if (r->long_value) value = r->long_value;
     const char *sec = r->section ? r->section : "";
+    /* what other INI dialects read as a comment or as quoting would become
+     * part of the value here, silently (`output = runs/a # mine` made a
+     * folder of that name, `"a b"` one with the quotes) */
+    const char *hash = NULL;
+    for (const char *v = value; *v && !hash; ++v)
+        if (*v == '#' && v > value && (v[-1] == ' ' || v[-1] == '\t')) hash = v;
+    const size_t vl = strlen(value);
+    const int quoted = vl >= 2 && (value[0] == '"' || value[0] == '\'') && value[vl - 1] == value[0];
     if (r->lost) {
         /* under a broken header: reported there */
+    } else if (hash || quoted) {
+        r->status = metro__fail(r->err, METRO_EUSAGE,
+                                "%s:%d: [%s] %s: '%s' %s", r->c->path, r->line, sec, name, value,
+                                hash ? "holds ' #', which starts no comment here (only a ';' after a blank does): write "
+                                       "the comment with ';', or on a line of its own"
+                                     : "is in quotes, which would be part of the value: write it without them");
     } else if (!*sec) {
         r->status = metro__fail(r->err, METRO_EUSAGE,
                                 "%s:%d: %s: key outside any section (start with [run])",
