@@ -68,7 +68,11 @@ static void signals_take(void)
 static void signals_give(void)
 {
     pthread_mutex_lock(&signals_lock);
-    if (--signals_users == 0) {
+    /* a process stopped by its own signal is on its way out with exit 3,
+     * its checkpoint written: the handler (a flag) stays, so a second
+     * signal on the way (an impatient user, a scheduler's repeat) cannot
+     * kill it there (it did, during LeakSanitizer's exit check) */
+    if (--signals_users == 0 && !signalled) {
         signal(SIGINT, old_int);
         signal(SIGTERM, old_term);
     }
