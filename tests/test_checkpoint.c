@@ -1,6 +1,9 @@
 /* test_checkpoint — exact restart: a run of 2000 sweeps, and the same run
  * stopped after 1000 and resumed with `metro resume`, end in byte-identical
  * checkpoints and time series.  A damaged checkpoint is refused. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -100,12 +103,60 @@ START_TEST(resume_is_exact)
 }
 END_TEST
 
+/* This program's rename() stands in for libc's (libmetro is a shared
+ * library, so its calls come here first) and looks, at each, whether the
+ * watched name is there: a kill at that moment would find what it finds. */
+static char watched[1100];
+static int renames, missing;
+
+int rename(const char *from, const char *to)
+{
+    static int (*real)(const char *, const char *);
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "rename");
+    if (watched[0]) {
+        ++renames;
+        if (access(watched, F_OK) != 0) ++missing;
+    }
+    return real(from, to);
+}
+
+/* Once a run has a checkpoint, checkpoint.bin names a complete one at
+ * every moment, also while the next one takes its place and the last one
+ * becomes .prev: it used to be renamed to .prev first, and a kill between
+ * the two renames left a run that resumed from the older one, with a
+ * warning that it was damaged. */
+START_TEST(checkpoint_always_there)
+{
+    metro_sim *sim = metro_test_sim("[run]\nsweeps = 40\n[system]\nparticles = 8\n[potential]\nplugin = lj_fene\n"
+                                    "[sampler]\nplugin = metropolis\ntemperature = 1\n",
+                                    "cpu", NULL, 0);
+    metro_error err = {0};
+    ck_assert_msg(metro_sim_advance(sim, 10, &err) == METRO_OK && metro_sim_checkpoint(sim, &err) == METRO_OK, "%s",
+                  err.msg);
+    snprintf(watched, sizeof watched, "%s/checkpoint.bin", metro_test_run_dir());
+    for (int k = 0; k < 3; ++k)
+        ck_assert_msg(metro_sim_advance(sim, 10, &err) == METRO_OK && metro_sim_checkpoint(sim, &err) == METRO_OK,
+                      "%s", err.msg);
+    const int n = renames, gone = missing;
+    watched[0] = 0;
+    ck_assert_msg(n >= 3, "the checkpoints made %d renames", n);
+    ck_assert_msg(gone == 0, "checkpoint.bin was missing at %d of the %d renames of three checkpoints", gone, n);
+    char prev[1200], cmd[1300];
+    snprintf(prev, sizeof prev, "%s/checkpoint.bin.prev", metro_test_run_dir());
+    ck_assert_msg(access(prev, F_OK) == 0, "no %s", prev);
+    metro_sim_destroy(sim);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", metro_test_run_dir());
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("checkpoint");
     TCase *tc = tcase_create("restart");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, resume_is_exact);
+    tcase_add_test(tc, checkpoint_always_there);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 }

@@ -17,10 +17,10 @@
  * recomputes it from the config it was given and refuses a checkpoint
  * whose identity differs, naming the keys.
  *
- * The previous checkpoint is kept as checkpoint.bin.prev (renamed there
+ * The previous checkpoint is kept as checkpoint.bin.prev (linked there
  * once the new one is written and synced, just before the new one takes
- * its name), so one damaged file never loses the run: at every moment at
- * least one complete checkpoint is on disk under one of the two names.
+ * its name), so one damaged file never loses the run, and a kill at any
+ * moment leaves a complete checkpoint under checkpoint.bin.
  */
 #define _GNU_SOURCE
 #include "sim.h"
@@ -187,8 +187,8 @@ int metro_sim_checkpoint(metro_sim *sim, metro_error *err)
         snprintf(prev, sizeof prev, "%s.prev", path);
         /* the last good one becomes .prev as the new one takes its name;
          * after a resume from .prev the file under the name is the damaged
-         * one, which only gives way (as .prev it would have been the one
-         * copy left between the two renames) */
+         * one, which only gives way (as .prev it would replace the one good
+         * copy) */
         rc = metro__write_atomic(path, b.p, b.n, sim->ck_used_prev ? NULL : prev, err);
         if (!rc) sim->ck_used_prev = 0;
     }

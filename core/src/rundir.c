@@ -282,6 +282,32 @@ static void dir_of(const char *path, char *buf, size_t n)
     else snprintf(buf, n, "%.*s", (int)(s - path), path);
 }
 
+/* The file under path is kept as keep while path goes on naming it until
+ * the new file is renamed over it: a second name made in keep's folder
+ * (keep.tmp) is renamed over keep, so at every moment path names a
+ * complete file and keep the previous one or this one, and if anything
+ * fails, keep and path are as they were (removing keep before a link that
+ * then failed once lost the only good copy).  A file system without hard
+ * links gets the rename of path to keep, which leaves a moment with only
+ * keep.  0 or an errno. */
+static int keep_old(const char *path, const char *keep)
+{
+    char second[4400];
+    snprintf(second, sizeof second, "%s.tmp", keep);
+    unlink(second); /* a leftover of a run killed here */
+    if (link(path, second) == 0) {
+        if (rename(second, keep) == 0) return 0;
+        const int e = errno;
+        unlink(second);
+        return e;
+    }
+    if (errno == ENOENT) return 0; /* nothing to keep yet */
+    if (errno != EPERM && errno != EOPNOTSUPP && errno != EMLINK && errno != EXDEV) return errno;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) return EISDIR;
+    return rename(path, keep) == 0 || errno == ENOENT ? 0 : errno;
+}
+
 int metro__write_atomic(const char *path, const void *data, size_t n, const char *keep, metro_error *err)
 {
     char tmp[4300], dir[4200];
@@ -299,10 +325,7 @@ int metro__write_atomic(const char *path, const void *data, size_t n, const char
     }
     if (!e && fsync(fd) != 0) e = errno;
     if (close(fd) != 0 && !e) e = errno;
-    /* the file it replaces goes to keep by a rename, not a link: never two
-     * names for one file, and if it cannot move, nothing moves (a link
-     * made after removing keep lost the only good copy when it failed) */
-    if (!e && keep && rename(path, keep) != 0 && errno != ENOENT) e = errno;
+    if (!e && keep) e = keep_old(path, keep);
     if (!e && rename(tmp, path) != 0) e = errno;
     if (e) {
         unlink(tmp);
