@@ -349,20 +349,44 @@ int metro__config_read(const char *path, metro__config **out, metro_error *err)
     return rc;
 }
 
+/* The section and key the n bytes at a name, as a --set reads them: the
+ * section before the last '.', its blanks as a header's (norm_section),
+ * the key after it, trimmed.  Both NULL without a '.'; else to free. */
+static void split_name(const char *a, size_t n, char **sec, char **key)
+{
+    const char *dot = NULL;
+    for (const char *s = a; s < a + n; ++s)
+        if (*s == '.') dot = s;
+    *sec = *key = NULL;
+    if (!dot) return;
+    char *raw = strndup(a, (size_t)(dot - a));
+    if (!raw) abort();
+    *sec = norm_section(raw);
+    free(raw);
+    const char *k = dot + 1, *e = a + n;
+    while (k < e && isspace((unsigned char)*k)) ++k;
+    while (e > k && isspace((unsigned char)e[-1])) --e;
+    *key = strndup(k, (size_t)(e - k));
+    if (!*key) abort();
+}
+
+int metro__config_name(const char *a, size_t n, char *out, size_t n_out)
+{
+    char *sec, *key;
+    split_name(a, n, &sec, &key);
+    const int ok = sec && *sec && *key && (size_t)snprintf(out, n_out, "%s.%s", sec, key) < n_out;
+    if (!ok && n_out) out[0] = 0;
+    free(sec);
+    free(key);
+    return ok;
+}
+
 int metro__config_set(metro__config *c, const char *assignment, int index, const char *label, metro_error *err)
 {
     char *where = label ? metro__strdup(label) : where_of("--set", index, assignment);
     const char *eq = strchr(assignment, '=');
-    const char *dot = NULL;
-    for (const char *s = assignment; eq && s < eq; ++s)
-        if (*s == '.') dot = s;
-    char *sec = dot ? strndup(assignment, (size_t)(dot - assignment)) : NULL;
-    char *key = dot ? strndup(dot + 1, (size_t)(eq - dot - 1)) : NULL;
-    char *nsec = sec ? norm_section(sec) : NULL;
-    /* trim blanks around the key and value */
-    char *k = key;
-    while (k && isspace((unsigned char)*k)) ++k;
-    for (char *e = k ? k + strlen(k) : NULL; e && e > k && isspace((unsigned char)e[-1]);) *--e = 0;
+    char *nsec = NULL, *k = NULL;
+    if (eq) split_name(assignment, (size_t)(eq - assignment), &nsec, &k);
     const char *v = eq ? eq + 1 : "";
     while (isspace((unsigned char)*v)) ++v;
     char *val = strdup(v); /* trailing blanks go too: config.ini could not keep them */
@@ -408,8 +432,7 @@ int metro__config_set(metro__config *c, const char *assignment, int index, const
         rc = put(c, nsec, k, val, "--set", index, where, 1, err);
     }
     free(val);
-    free(sec);
-    free(key);
+    free(k);
     free(nsec);
     return rc;
 }

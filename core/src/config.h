@@ -62,6 +62,11 @@ int metro__config_read(const char *path, metro__config **out, metro_error *err);
  * itself, "--set #index TEXT") */
 int metro__config_set(metro__config *c, const char *assignment, int index, const char *label, metro_error *err);
 
+/* "SECTION.KEY" as metro__config_set reads the n bytes at a ("run .
+ * sweeps" is run.sweeps), into out (size n_out): 1, or 0 and "" where
+ * they name no section and key (or out is too short). */
+int metro__config_name(const char *a, size_t n, char *out, size_t n_out);
+
 /* The entry for section/key, or NULL. */
 metro__entry *metro__config_find(metro__config *c, const char *section, const char *key);
 /* A resume's --set may not touch [run] systems, scan or output: an

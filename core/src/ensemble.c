@@ -58,28 +58,12 @@ static void free_ensemble(ensemble *e)
     free(e->values);
 }
 
-/* The n bytes at a as a SECTION.KEY the way a --set is read: blanks
- * around it and around the dot dropped, runs of blanks in the section one
- * ("run . sweeps" is run.sweeps), into out (size n_out). */
-static void norm_key(const char *a, size_t n, char *out, size_t n_out)
-{
-    size_t g = 0;
-    int blank = 0;
-    for (size_t i = 0; i < n && g + 2 < n_out; ++i) {
-        if (isspace((unsigned char)a[i])) { blank = g > 0; continue; }
-        if (blank && a[i] != '.' && out[g - 1] != '.') out[g++] = ' ';
-        blank = 0;
-        out[g++] = a[i];
-    }
-    out[g] = 0;
-}
-
-/* Whether the n bytes at a name the (normalised) key `key`. */
+/* Whether the n bytes at a name the key `key` (as metro__config_name
+ * writes it). */
 static int same_key(const char *a, size_t n, const char *key)
 {
     char got[512];
-    norm_key(a, n, got, sizeof got);
-    return !strcmp(got, key);
+    return metro__config_name(a, n, got, sizeof got) && !strcmp(got, key);
 }
 
 /* What [run] systems / scan / seed say, from the config file and --set. */
@@ -115,12 +99,10 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
     if (!rc && scan && scan->value[0]) {
         const char *colon = strchr(scan->value, ':');
         size_t kl = colon ? (size_t)(colon - scan->value) : 0;
-        while (kl && scan->value[kl - 1] == ' ') --kl;
         /* as a --set names it ("run . sweeps" is run.sweeps): the systems'
          * sets, the tables' column and the resume's checks all compare it */
         char key[sizeof e->scan_key];
-        norm_key(scan->value, kl, key, sizeof key);
-        if (!colon || !kl || kl >= sizeof e->scan_key || !strchr(key, '.')) {
+        if (!colon || !metro__config_name(scan->value, kl, key, sizeof key)) {
             rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: '%s' is not SECTION.KEY: v1, v2, ... (e.g. "
                                                 "potential.concentration: 0.001, 0.002)", scan->where, scan->value);
         } else if (!strcmp(key, "run.scan") || !strcmp(key, "run.systems") || !strcmp(key, "run.output")) {

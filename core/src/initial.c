@@ -164,10 +164,17 @@ static void initial_key(metro_sim *sim, char *key, size_t n)
 }
 
 /* Who declared the species the file is checked against, for messages:
- * [system], else the lone potential (coulomb_hs: valences, names). */
-static const char *species_owner(const metro_sim *sim)
+ * [system], else the lone potential (coulomb_hs: valences, names); where
+ * to name them, and what a species' charge is called there. */
+typedef struct {
+    const char *who, *names, *charge;
+} owner;
+
+static owner species_owner(const metro_sim *sim)
 {
-    return *metro__param_string(sim->system, "species") ? "[system]" : "the potential";
+    return *metro__param_string(sim->system, "species")
+               ? (owner){"[system]", "[system] species", "charge"}
+               : (owner){"the potential", "[potential] (coulomb_hs: names = ...)", "valence"};
 }
 
 /* "KEY: FILE: frame F of N", the prefix of every message about the frame. */
@@ -492,6 +499,7 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
         goto done;
     }
     if (s->species > 0) {
+        const owner o = species_owner(sim);
         map_species(s, &f, map);
         long count[METRO_MAX_SPECIES] = {0};
         for (int i = 0; i < n; ++i) {
@@ -500,12 +508,11 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
                 char names[METRO_MAX_SPECIES * 20] = "", nm[300];
                 for (int j = 0; j < s->species; ++j)
                     snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", j ? ", " : "", s->species_table[j].name);
-                int sys = *metro__param_string(sim->system, "species") != 0;
                 rc = metro__fail(err, METRO_EUSAGE,
                                  "%s: particle %d has species '%s', which is not one of %s's (%s): name the species "
                                  "alike in the file and in %s",
-                                 w.prefix, i, metro__frames_shown(f.names[f.type[i]], nm, sizeof nm), species_owner(sim),
-                                 names, sys ? "[system] species" : "[potential] (coulomb_hs: names = ...)");
+                                 w.prefix, i, metro__frames_shown(f.names[f.type[i]], nm, sizeof nm), o.who, names,
+                                 o.names);
                 goto done;
             }
             count[k]++;
@@ -514,15 +521,14 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
             double z = s->species_table[k].charge;
             if (f.charge && !(fabs(f.charge[i] - z) <= 1e-6 * fmax(1.0, fabs(z)))) {
                 rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (species %s) has charge %g, but %s gives %s %s %g",
-                                 w.prefix, i, s->species_table[k].name, f.charge[i], species_owner(sim),
-                                 s->species_table[k].name, *metro__param_string(sim->system, "species") ? "charge" : "valence",
-                                 z);
+                                 w.prefix, i, s->species_table[k].name, f.charge[i], o.who, s->species_table[k].name,
+                                 o.charge, z);
                 goto done;
             }
             double d = s->species_table[k].diameter;
             if (f.diameter && !(fabs(f.diameter[i] - d) <= 1e-6 * fmax(1.0, d))) {
                 rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d (species %s) has diameter %g, but %s gives %s diameter %g",
-                                 w.prefix, i, s->species_table[k].name, f.diameter[i], species_owner(sim),
+                                 w.prefix, i, s->species_table[k].name, f.diameter[i], o.who,
                                  s->species_table[k].name, d);
                 goto done;
             }
@@ -538,11 +544,11 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
                            ? "an XYZ file has no diameters, and charges only in a column of its own"
                            : "a GSD file leaves out a chunk whose values are all the schema's default, charge 0 and "
                              "diameter 1",
-                       species_owner(sim));
+                       o.who);
         for (int k = 0; k < s->species; ++k)
             if (count[k] != s->species_table[k].count) {
                 rc = metro__fail(err, METRO_EUSAGE, "%s: holds %ld particles of species %s, %s's counts ask %ld",
-                                 w.prefix, count[k], s->species_table[k].name, species_owner(sim),
+                                 w.prefix, count[k], s->species_table[k].name, o.who,
                                  s->species_table[k].count);
                 goto done;
             }
