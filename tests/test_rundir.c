@@ -358,12 +358,24 @@ START_TEST(nan_delta_stops_the_run)
     fresh_dir();
     static const char *const samplers[] = {"metropolis\ntemperature = 1", "parallel_tempering\ntemperatures = 1, 2",
                                            "brush\nstep = 1"};
+    static const char *const far_samplers[] = {"metropolis\ntemperature = 1\nstep = 4",
+                                               "parallel_tempering\ntemperatures = 1, 2\nstep = 4", "brush\nstep = 4"};
     for (int k = 0; k < 3; ++k) {
         metro_test_write(dir, "n.ini", "[run]\nsweeps = 10\nequilibration = 0\n[system]\nparticles = 8\n"
                                        "[potential]\nplugin = nanpot\n[sampler]\nplugin = %s\n", samplers[k]);
         char *e;
         const int rc = metro_test_clif(&e, "run %s/n.ini --device cpu --output %s/n --overwrite --quiet", dir, dir);
         ck_assert_msg(rc == 1 && strstr(e, "delta() returned NaN for particle 3"), "%s: exit %d: %s", samplers[k], rc, e);
+        free(e);
+        /* a term of a composed system that gives NaN (nanfar: beyond `far`
+         * from the origin) stops it too: the composite's sum turned NaN
+         * into +inf, a hidden wall, and the run went on */
+        metro_test_write(dir, "c.ini", "[run]\nsweeps = 50\nequilibration = 0\n[system]\nspecies = a, b\ncounts = 20, 20\n"
+                                       "[potential x]\nplugin = nanfar\nspecies = a\nfar = 8\n[potential y]\nplugin = nanfar\n"
+                                       "species = b\nfar = 1000\n[sampler]\nplugin = %s\n", far_samplers[k]);
+        const int rc2 = metro_test_clif(&e, "run %s/c.ini --device cpu --output %s/c --overwrite --quiet", dir, dir);
+        ck_assert_msg(rc2 == 1 && strstr(e, "delta() returned NaN for particle"), "%s, composed: exit %d: %s", samplers[k],
+                      rc2, e);
         free(e);
     }
     /* a delta() that is not the change of total(): the energy check stops

@@ -416,14 +416,16 @@ static double c_delta(void *self, const metro_float4 *pos, int n, int i, metro_f
 {
     const metro__composite *c = self;
     const metro_float4 old = pos[i];
+    /* +inf (forbidden) ends the sum; so does NaN, as NaN: a term's bug,
+     * which the samplers stop at (as +inf it was a hidden wall) */
     float xt = external_sum(c, trial);
-    if (!(xt < INFINITY)) return INFINITY;
+    if (!(xt < INFINITY)) return xt;
     double s = (double)xt - (double)external_sum(c, old);
     for (int j = 0; j < n; ++j) {
         if (j == i) continue;
         int b = metro_bonded_pair(c->topo, i, j);
         float et = pair_sum(c, trial, pos[j], b);
-        if (!(et < INFINITY)) return INFINITY;
+        if (!(et < INFINITY)) return et;
         s += (double)et - (double)pair_sum(c, old, pos[j], b);
     }
     return s;

@@ -89,6 +89,7 @@ typedef struct brush {
     double *d_group_de;
     int *d_group_acc;
     long long *d_cycle_acc;
+    unsigned long long *d_nan;   /* brush_launch.nan */
     int slot;
     unsigned epoch;
     /* METRO_BRUSH_TRACE set: per-group time stamps (brush.h), summarised in
@@ -190,6 +191,7 @@ static void free_cuda(brush *b)
     cudaFree(b->d_group_de);
     cudaFree(b->d_group_acc);
     cudaFree(b->d_cycle_acc);
+    cudaFree(b->d_nan);
     cudaFree(b->d_trace);
     free(b->h_trace);
     b->d_trace = NULL;
@@ -348,6 +350,8 @@ static int start_cuda(brush *b)
         b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_group_de, kg * sizeof(double)), "brush: allocating") ||
         b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_group_acc, kg * sizeof(int)), "brush: allocating") ||
         b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_cycle_acc, BRUSH_SLOTS * sizeof(long long)), "brush: allocating") ||
+        b->host->cuda(b->ctx, cudaMalloc((void **)&b->d_nan, sizeof(unsigned long long)), "brush: allocating") ||
+        b->host->cuda(b->ctx, cudaMemsetAsync(b->d_nan, 0xff, sizeof(unsigned long long), b->stream), "brush: clearing") ||
         /* on the run's stream, which is non-blocking: the legacy stream's
          * cudaMemset would not be ordered before the first launch */
         b->host->cuda(b->ctx, cudaMemsetAsync(b->d_ticket, 0, sizeof(unsigned), b->stream), "brush: clearing") ||
@@ -456,6 +460,16 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
 
 /* ---- advance ------------------------------------------------------------- */
 
+/* A move whose energy change was NaN: rejected as an overlap is, so a
+ * potential's bug would bias the chain without a word.  The CPU path stops
+ * at the move; the device's first (brush_launch.nan) is the same move,
+ * reported at the next look at the counts (flush_cuda). */
+static int nan_delta(brush *b, int i)
+{
+    return b->host->fail(b->ctx, "the potential's delta() returned NaN for particle %d (a bug in the potential: a "
+                                 "move's energy change is a number, or +inf where the move is forbidden)", i);
+}
+
 static int advance_cpu(brush *b, metro_state *st, long sweeps)
 {
     const int n = b->n;
@@ -469,10 +483,7 @@ static int advance_cpu(brush *b, metro_state *st, long sweeps)
             const float *u = uc + (size_t)BRUSH_UNIFORMS_PER_PARTICLE * i;
             const metro_float4 trial = brush_trial(pos[i], u[0], u[1], u[2], b->step);
             const double de = b->pot->delta(b->pot_self, pos, n, i, trial);
-            if (de != de) /* rejected by metro_accept as an overlap is: a silent bias */
-                return b->host->fail(b->ctx, "the potential's delta() returned NaN for particle %d (a bug in the "
-                                             "potential: a move's energy change is a number, or +inf where the move is "
-                                             "forbidden)", i);
+            if (de != de) return nan_delta(b, i);
             if (metro_accept(de, u[3])) {
                 pos[i] = trial;
                 st->energy[0] += de;
@@ -492,6 +503,10 @@ static int flush_cuda(brush *b)
 {
     cudaStream_t s = (cudaStream_t)b->host->stream(b->ctx);
     if (b->host->cuda(b->ctx, cudaStreamSynchronize(s), "brush: cycle kernel")) return -1;
+    unsigned long long nan;
+    if (b->host->cuda(b->ctx, cudaMemcpy(&nan, b->d_nan, sizeof nan, cudaMemcpyDeviceToHost), "brush: copying the NaN mark"))
+        return -1;
+    if (nan != ~0ull) return nan_delta(b, (int)(nan & 0xffffffffu));
     if (!b->slot) return 0;
     long long buf[BRUSH_SLOTS];
     if (b->host->cuda(b->ctx, cudaMemcpy(buf, b->d_cycle_acc, (size_t)b->slot * sizeof(long long), cudaMemcpyDeviceToHost),
@@ -522,6 +537,7 @@ static brush_launch launch_block(const brush *b, const metro_state *st, int cycl
     L.group_acc = b->d_group_acc;
     L.energy = st->d_energy;
     L.cycle_acc = b->d_cycle_acc;
+    L.nan = b->d_nan;
     L.slot = b->slot;
     L.epoch = b->epoch + 1;
     L.cycles = cycles;

@@ -551,6 +551,13 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L, int ow
                 my_de += dE + (double)s;
                 ++my_acc;
             }
+            /* the move's change, for the NaN check after the rounds (two
+             * stores of values at hand: nothing on the chain's path waits;
+             * the decision's uniforms are spent) */
+            if (valid) {
+                NL[k] = dE;
+                U[k] = s;
+            }
         }
         if (c > 0 && warp == (o + nwarps - 1) % nwarps) { /* S2: publish chunk c-1 */
             L.pos[first + cs - 32 + lane] = Y[cs - 32 + lane];
@@ -591,6 +598,11 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L, int ow
         brush_release2(L.cflags + ((first >> 5) + nch - 1), L.flags + g, epoch);
         brush_stamp(L, cyc, g, 4);
     }
+    /* a move whose change was NaN was rejected as an overlap is: a
+     * potential's bug would bias the chain without a word (the host stops
+     * the run, naming the first) */
+    for (int k = t; k < cnt; k += T)
+        if (isnan(NL[k] + (double)U[k])) atomicMin(L.nan, (unsigned long long)epoch << 32 | (unsigned)(first + k));
     for (int o = 16; o > 0; o >>= 1) {
         my_de += __shfl_down_sync(BRUSH_FULL, my_de, o);
         my_acc += __shfl_down_sync(BRUSH_FULL, my_acc, o);

@@ -76,6 +76,9 @@ typedef struct brush_launch {
     int *group_acc;            /* cycles x groups: acceptances per group */
     double *energy;            /* st->d_energy (replica 0) */
     long long *cycle_acc;      /* per-cycle acceptance counts */
+    /* the first move whose energy change was NaN, as (its cycle's flag
+     * value << 32) | particle, the least of them (atomicMin); ~0: none */
+    unsigned long long *nan;
     int slot;                  /* the first cycle's entry of cycle_acc */
     unsigned epoch;            /* the first cycle's flag value (never 0) */
     int cycles;                /* cycles in this launch */

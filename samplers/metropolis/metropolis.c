@@ -90,7 +90,7 @@ typedef struct metropolis {
     float *u;
     size_t ucap;
     /* CUDA */
-    long long *d_counters;      /* [attempted, accepted] */
+    long long *d_counters;      /* [attempted, accepted, 1 + first NaN particle] */
     double *d_partial;
     void *k_block, *k_partial, *k_decide;
 } metropolis;
@@ -242,7 +242,7 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
                        "cudaMalloc partials"))
             return -1;
     }
-    long long c[2] = {st->attempted[0], st->accepted[0]};
+    long long c[3] = {st->attempted[0], st->accepted[0], 0};
     if (m->host->cuda(m->ctx, cudaMalloc((void **)&m->d_counters, sizeof c), "cudaMalloc counters") ||
         /* on the run's stream (non-blocking: the legacy stream's copy would
          * not be ordered before the first launch), c on the stack until done */
@@ -251,6 +251,14 @@ static int start(void *self, metro_state *st, const metro_potential_api *pot, vo
         m->host->cuda(m->ctx, cudaStreamSynchronize(m->host->stream(m->ctx)), "upload counters"))
         return -1;
     return 0;
+}
+
+/* A move whose energy change was NaN (the CPU path: at the move; CUDA: the
+ * first one since the last look at the counters) */
+static int nan_delta(metropolis *m, long long i)
+{
+    return m->host->fail(m->ctx, "the potential's delta() returned NaN for particle %lld (a bug in the potential: a "
+                                 "move's energy change is a number, or +inf where the move is forbidden)", i);
 }
 
 /* CPU reference: the chain of metropolis.h with the potential's delta(). */
@@ -269,10 +277,7 @@ static int cpu_sweeps(metropolis *m, const float *u, long sweeps)
             double dE = m->pot->delta(m->pot_self, pos, n, i, trial);
             /* metro_accept rejects NaN as it rejects an overlap: a bug in a
              * potential would bias the chain without a word */
-            if (dE != dE)
-                return m->host->fail(m->ctx, "the potential's delta() returned NaN for particle %d (a bug in the "
-                                             "potential: a move's energy change is a number, or +inf where the move is "
-                                             "forbidden)", i);
+            if (dE != dE) return nan_delta(m, i);
             if (metro_accept(m->beta * dE, metro_metropolis_accept_u(q, m->random_order))) {
                 pos[i] = trial;
                 E += dE;
@@ -388,12 +393,13 @@ static int advance(void *self, metro_state *st, long sweeps)
 static int fetch_counters(metropolis *m)
 {
     if (!m->st || m->st->backend != METRO_BACKEND_CUDA) return 0;
-    long long c[2];
+    long long c[3];
     cudaStream_t stream = (cudaStream_t)m->host->stream(m->ctx);
     if (m->host->cuda(m->ctx, cudaMemcpyAsync(c, m->d_counters, sizeof c, cudaMemcpyDeviceToHost, stream),
                    "download counters") ||
         m->host->cuda(m->ctx, cudaStreamSynchronize(stream), "sync"))
         return -1;
+    if (c[2]) return nan_delta(m, c[2] - 1);
     m->st->attempted[0] = c[0];
     m->st->accepted[0] = c[1];
     return 0;
@@ -468,7 +474,7 @@ static int restore(void *self, const void *data, size_t size)
     if (!m->st) return 0; /* start() applies the counters */
     m->st->attempted[0] = m->saved.attempted;
     m->st->accepted[0] = m->saved.accepted;
-    long long c[2] = {m->saved.attempted, m->saved.accepted};
+    long long c[2] = {m->saved.attempted, m->saved.accepted}; /* (the NaN mark stays 0) */
     if (m->st->backend == METRO_BACKEND_CUDA && m->d_counters) {
         cudaStream_t stream = (cudaStream_t)m->host->stream(m->ctx);
         return m->host->cuda(m->ctx, cudaMemcpyAsync(m->d_counters, c, sizeof c, cudaMemcpyHostToDevice,

@@ -44,7 +44,12 @@ static __device__ __forceinline__ double pair_delta(const float4 *P, int n, int 
     return d;
 }
 
-/* counters[0] = attempted, counters[1] = accepted (replica 0). */
+/* counters[0] = attempted, counters[1] = accepted (replica 0), counters[2]
+ * = 1 + the particle of the first move whose energy change was NaN (0:
+ * none).  metro_accept rejects NaN as it rejects an overlap, so a
+ * potential's bug would bias the chain without a word; the host stops the
+ * run at its next look at the counters, naming the particle, as the CPU
+ * path stops at the move. */
 extern "C" __global__ void metropolis_block(float4 *pos, double *energy, long long *counters,
                                             const float *u, int n, long sweeps, int random_order,
                                             float step, double beta, int chain, int use_smem)
@@ -61,7 +66,7 @@ extern "C" __global__ void metropolis_block(float4 *pos, double *energy, long lo
     if (use_smem)
         for (int j = tid; j < n; j += nt) s_pos[j] = pos[j];
     double E = tid == 0 ? energy[0] : 0.0;
-    long long acc = 0;
+    long long acc = 0, nan_i = 0;
     __syncthreads();
 
     for (long s = 0; s < sweeps; s++)
@@ -85,6 +90,7 @@ extern "C" __global__ void metropolis_block(float4 *pos, double *energy, long lo
             if (tid == 0) {
                 double dE = (double)metro_external_energy(trial) - (double)metro_external_energy(old);
                 for (int w = 0; w < nwarps; w++) dE += s_part[w];
+                if (dE != dE && !nan_i) nan_i = i + 1;
                 if (metro_accept(beta * dE, metro_metropolis_accept_u(q, random_order))) {
                     P[i] = trial;
                     E += dE;
@@ -99,6 +105,7 @@ extern "C" __global__ void metropolis_block(float4 *pos, double *energy, long lo
         energy[0] = E;
         counters[0] += (long long)sweeps * n;
         counters[1] += acc;
+        if (nan_i && !counters[2]) counters[2] = nan_i;
     }
     if (use_smem)
         for (int j = tid; j < n; j += nt) pos[j] = s_pos[j];
@@ -145,6 +152,7 @@ extern "C" __global__ void metropolis_decide(float4 *pos, double *energy, long l
         const float4 old = pos[i];
         double dE = d + ((double)metro_external_energy(trial) - (double)metro_external_energy(old));
         counters[0] += 1;
+        if (dE != dE && !counters[2]) counters[2] = i + 1;
         if (metro_accept(beta * dE, metro_metropolis_accept_u(q, random_order))) {
             pos[i] = trial;
             energy[0] += dE;

@@ -110,6 +110,7 @@ typedef struct pt {
     int *d_slot_replica, *d_replica_slot, *d_trip_state;
     long long *d_trips;
     unsigned long long *d_acc, *d_xacc, *d_xatt;
+    unsigned long long *d_nan;      /* metro_pt_sweep_args.nan */
 
     void *restored;                /* a save() blob restore() got before start() */
     size_t restored_size;
@@ -226,6 +227,7 @@ static void destroy(void *vself)
         cudaFree(self->d_acc);
         cudaFree(self->d_xacc);
         cudaFree(self->d_xatt);
+        cudaFree(self->d_nan);
     }
     free(self->temps);
     free(self->slot_step);
@@ -296,6 +298,8 @@ static int start_cuda(pt *self, metro_state *st)
     PT_CUDA(cudaMalloc((void **)&self->d_acc, R * sizeof(unsigned long long)), "cudaMalloc of %zu bytes for acc", (size_t)(R * sizeof(unsigned long long)));
     PT_CUDA(cudaMalloc((void **)&self->d_xacc, P * sizeof(unsigned long long)), "cudaMalloc of %zu bytes for xacc", (size_t)(P * sizeof(unsigned long long)));
     PT_CUDA(cudaMalloc((void **)&self->d_xatt, P * sizeof(unsigned long long)), "cudaMalloc of %zu bytes for xatt", (size_t)(P * sizeof(unsigned long long)));
+    PT_CUDA(cudaMalloc((void **)&self->d_nan, 2 * R * sizeof(unsigned long long)), "cudaMalloc of %zu bytes for NaN marks", (size_t)(2 * R * sizeof(unsigned long long)));
+    PT_CUDA(cudaMemsetAsync(self->d_nan, 0, 2 * R * sizeof(unsigned long long), (cudaStream_t)host->stream(self->ctx)), "clearing NaN marks");
     host->log(self->ctx, METRO_LOG_INFO, "CUDA: %d lanes per replica%s, %d replicas per block, chains in %s memory", G,
               self->lanes ? "" : " (auto)", rpb, shared ? "shared" : "global");
     return 0;
@@ -463,6 +467,36 @@ static int start(void *vself, metro_state *st, const metro_potential_api *pot, v
 
 /* ---- advance ------------------------------------------------------------ */
 
+/* A move whose energy change was NaN: rejected as an overlap is, so a
+ * potential's bug would bias the chain without a word.  The CPU path stops
+ * at the exchange segment where one occurs and names its lowest replica;
+ * the device goes on to the next look at its counters and names the same
+ * (nan_marks). */
+static int nan_delta(pt *self, long long particle, int replica)
+{
+    return self->host->fail(self->ctx, "the potential's delta() returned NaN for particle %lld of replica %d (a bug in "
+                                       "the potential: a move's energy change is a number, or +inf where the move is "
+                                       "forbidden)", particle, replica);
+}
+
+/* The device's NaN marks (metro_pt_sweep_args.nan): the first move's, by
+ * exchange segment and then replica, as nan_delta says. */
+static int nan_marks(pt *self, cudaStream_t s)
+{
+    size_t R = (size_t)self->R;
+    unsigned long long *m = malloc(2 * R * sizeof *m);
+    if (!m) return self->host->fail(self->ctx, "out of memory");
+    cudaError_t e = cudaMemcpyAsync(m, self->d_nan, 2 * R * sizeof *m, cudaMemcpyDeviceToHost, s);
+    if (!e) e = cudaStreamSynchronize(s);
+    int best = -1;
+    for (size_t r = 0; !e && r < R; ++r)
+        if (m[2 * r] && (best < 0 || (m[2 * r] - 1) / self->M < (m[2 * best] - 1) / self->M)) best = (int)r;
+    const long long particle = best >= 0 ? (long long)m[2 * best + 1] : 0;
+    free(m);
+    PT_CUDA(e, "reading NaN marks");
+    return best >= 0 ? nan_delta(self, particle, best) : 0;
+}
+
 /* `seg` sweeps of every replica on the CPU: each replica's chain on one
  * thread, trials through the potential's delta(). */
 static int cpu_sweeps(pt *self, metro_state *st, long seg)
@@ -511,11 +545,7 @@ static int cpu_sweeps(pt *self, metro_state *st, long seg)
         st->accepted[r] += acc;
         st->attempted[r] += (long long)n * seg;
     }
-    if (nan_replica >= 0)
-        return self->host->fail(self->ctx, "the potential's delta() returned NaN for particle %d of replica %d (a bug "
-                                           "in the potential: a move's energy change is a number, or +inf where the "
-                                           "move is forbidden)", nan_particle, nan_replica);
-    return 0;
+    return nan_replica >= 0 ? nan_delta(self, nan_particle, nan_replica) : 0;
 }
 
 static metro_pt_exchange_args exchange_args(pt *self, int device)
@@ -571,6 +601,7 @@ static int advance(void *vself, metro_state *st, long sweeps)
             a.beta = self->d_beta;
             a.replica_slot = self->d_replica_slot;
             a.accepted = self->d_acc;
+            a.nan = self->d_nan;
             a.key = self->key;
             a.sweep0 = self->sweep;
             a.sweeps = (int)seg;
@@ -630,6 +661,7 @@ static int sync_state(void *vself, metro_state *st)
     /* long long and unsigned long long share their representation */
     PT_CUDA(cudaMemcpyAsync(st->accepted, self->d_acc, R * sizeof(long long), cudaMemcpyDeviceToHost, s), "reading counters");
     PT_CUDA(cudaStreamSynchronize(s), "running the sweeps");
+    if (nan_marks(self, s)) return -1;
     for (size_t r = 0; r < R; ++r) st->attempted[r] = (long long)self->n * (long long)self->sweep;
     if (spread(self)) {
         /* every rank gets every replica, and so does its device (the core's

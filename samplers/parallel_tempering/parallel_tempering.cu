@@ -69,7 +69,8 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
     const int slot = a.replica_slot[r];
     const double beta = a.beta[slot];
     const float step = a.step[slot];
-    unsigned long long acc = 0;
+    unsigned long long acc = 0, nan_sweep = 0;
+    int nan_i = 0;
 
     for (int s = 0; s < a.sweeps; ++s) {
         const unsigned long long sweep = a.sweep0 + (unsigned long long)s;
@@ -125,6 +126,11 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
                     __syncwarp(mask);              /* the write is seen by the next trial */
                     E += dE;
                     ++acc;
+                } else if (dE != dE && !nan_sweep) {
+                    /* rejected as an overlap is: a potential's bug would
+                     * bias the chain without a word (the host stops the run) */
+                    nan_sweep = sweep + 1;
+                    nan_i = i;
                 }
             }
         }
@@ -135,6 +141,10 @@ static __device__ __forceinline__ void pt_sweeps(const metro_pt_sweep_args a)
     if (lane == 0) {
         a.energy[r] = E;
         a.accepted[r] += acc;
+        if (nan_sweep && !a.nan[2 * r]) {
+            a.nan[2 * r] = nan_sweep;
+            a.nan[2 * r + 1] = (unsigned long long)nan_i;
+        }
     }
 }
 

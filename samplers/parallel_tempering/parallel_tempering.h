@@ -125,6 +125,9 @@ typedef struct metro_pt_sweep_args {
     const double *beta;             /* inverse temperature of each slot */
     const int *replica_slot;        /* slot of each replica */
     unsigned long long *accepted;   /* accepted local moves of each replica */
+    /* per replica r: [2r] = 1 + the sweep of its first move whose energy
+     * change was NaN (0: none), [2r + 1] = that move's particle */
+    unsigned long long *nan;
     metro_philox_key_t key;
     unsigned long long sweep0;      /* number of the first sweep */
     const float *step;              /* trial step of each slot */
