@@ -39,10 +39,6 @@ function(metro_device_ir target symbol)
   set(srcs ${ARGN})
   set(fatbin ${CMAKE_CURRENT_BINARY_DIR}/${target}.fatbin)
   set(cfile ${CMAKE_CURRENT_BINARY_DIR}/${target}_ir.c)
-  # the device file's headers and the parts it includes (a .h beside it):
-  # looked for again at every build, so that a part added later is a
-  # dependency without configuring again
-  file(GLOB hdrs CONFIGURE_DEPENDS ${METRO_INCLUDE_DIR}/metro/*.h ${CMAKE_CURRENT_SOURCE_DIR}/*.h)
   set(abs)
   foreach(s ${srcs})
     get_filename_component(a ${s} ABSOLUTE)
@@ -53,8 +49,11 @@ function(metro_device_ir target symbol)
             -std=c++17 ${METRO_NVCC_FLAGS} -DMETRO_TERM_NAME=${target} -I${METRO_INCLUDE_DIR} -I${CMAKE_CURRENT_SOURCE_DIR}
             # the host code's include folders too (target_include_directories)
             "$<$<BOOL:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>>:-I$<JOIN:$<TARGET_PROPERTY:${target},INCLUDE_DIRECTORIES>,;-I>>"
-            -o ${fatbin} ${abs}
-    DEPENDS ${abs} ${hdrs}
+            -MD -MF ${fatbin}.d -o ${fatbin} ${abs}
+    # every header the device code includes, wherever it lies (nvcc's own
+    # list, made as it compiles): a changed header rebuilds the LTO-IR
+    DEPFILE ${fatbin}.d
+    DEPENDS ${abs}
     COMMENT "LTO-IR for ${target}"
     VERBATIM COMMAND_EXPAND_LISTS)
   add_custom_command(OUTPUT ${cfile}

@@ -451,7 +451,8 @@ START_TEST(dry_run_links_for_an_arch)
     metro_test_write(dir, "n.ini", "[run]\nsweeps = 4\n[system]\nparticles = 8\n[potential]\nplugin = nanpot\n"
                                    "[sampler]\nplugin = metropolis\ntemperature = 1\n");
     rc = metro_test_clif(&e, "run %s/n.ini --device cpu --dry-run --arch sm_90", dir);
-    ck_assert_msg(rc == 1 && strstr(e, "nanpot__") && strstr(e, "--arch sm_90: the run's device code does not link"),
+    ck_assert_msg(rc == 1 && strstr(e, "[potential] nanpot: the potential has no device code") &&
+                      strstr(e, "--arch sm_90: the run's device code does not link"),
                   "exit %d: %s", rc, e);
     free(e);
     unsetenv("METRO_CACHE_DIR");

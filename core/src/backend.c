@@ -100,6 +100,13 @@ int metro__link_device(metro_sim *sim, const char *arch, int cache, void **cubin
         int dup = 0; /* a plugin that is several terms is linked once */
         for (int j = 0; j < k; ++j) dup |= sim->terms[j].plugin == sim->terms[k].plugin;
         const metro_plugin *d = sim->terms[k].plugin->d;
+        if (!d->device_ir_size) {
+            free(src);
+            return metro__fail(err, METRO_ERUN, "[%s] %s: the potential has no device code, which a run on the GPU "
+                                                "links (its plugin was built without DEVICE: metro_add_plugin(NAME "
+                                                "SOURCES ... DEVICE NAME.cu))",
+                               sim->terms[k].section, d->name);
+        }
         if (!dup) irs[n++] = (metro__ir){d->name, d->device_ir, d->device_ir_size, 0};
     }
     irs[n++] = (metro__ir){sim->smp.plugin->d->name, sim->smp.plugin->d->device_ir, sim->smp.plugin->d->device_ir_size, 0};

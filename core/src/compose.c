@@ -878,6 +878,25 @@ char *metro__compose_text(const metro__compose_desc *d)
                    "extern \"C\" __device__ void metro_pair_delta_near_add(metro_pd_sum *s, float4 b) {}\n"
                    "extern \"C\" __device__ float metro_pair_delta_end(const metro_pd_sum *s) { return s->v[0]; }\n");
     }
+    /* every term's device functions, referenced whatever the sampler calls,
+     * so that a term missing one fails the link, naming it (it used to fail
+     * only under a sampler that called it); a kernel, which the link keeps,
+     * never launched */
+    fprintf(f, "extern \"C\" __global__ void metro__terms_complete(float *out) {\n"
+               "    float4 z; z.x = z.y = z.z = z.w = 0.0f;\n");
+    for (int k = 0; k < d->n; ++k) {
+        int seen = 0;
+        for (int j = 0; j < k; ++j) seen |= !strcmp(d->name[j], d->name[k]);
+        if (seen) continue;
+        const char *n = d->name[k];
+        fprintf(f, "    { metro_pd_sum s = %s__pair_delta_begin(%s, z, z); %s__pair_delta_add(%s, &s, z);\n"
+                   "      out[%d] = %s__pair_energy(%s, z, z) + %s__external_energy(%s, z) + %s__pair_delta(%s, z, z, z) + "
+                   "%s__pair_delta_end(%s, &s)",
+                n, P[k], n, P[k], k, n, P[k], n, P[k], n, P[k], n, P[k]);
+        if (k == d->bond) fprintf(f, " + %s__bond_energy(%s, z, z)", n, P[k]);
+        fprintf(f, "; }\n");
+    }
+    fprintf(f, "}\n");
     /* bonds: one chain, or chains of one length, by arithmetic; else a
      * table of the chains' last particles.  false for lo < 0 as well
      * (parallel tempering asks metro_bonded(i - 1) for i = 0). */

@@ -18,17 +18,35 @@
 static const char *const link_flags[] = {"-lto", "-O3", "-ftz=1"};
 enum { NFLAGS = sizeof link_flags / sizeof *link_flags };
 
-static int link_log(nvJitLinkHandle h, metro_error *err, const char *what)
+/* What the two common causes of a failed link mean for a plugin author:
+ * a term function a potential does not define (its name is the plugin's,
+ * then __), and device code of a newer architecture than the GPU's. */
+static const char *link_hint(const char *log, int refused)
+{
+    const char *u = log ? strstr(log, "Unresolved extern function '") : NULL, *q = u ? strchr(u + 28, '\'') : NULL,
+               *d = u ? strstr(u + 28, "__") : NULL;
+    if (d && q && d < q)
+        return "\n(a potential's device code lacks the function named NAME__FN: every potential defines the term "
+               "functions metro/device.h lists, whichever a sampler calls; METRO_TERM_PAIR_DELTA_SUM_PLAIN writes "
+               "the three pair_delta_* from pair_delta)";
+    if (refused)
+        return "\n(plugins carry LTO-IR for one virtual architecture, lto_XX (METRO_LTO_ARCH when they were built, "
+               "90 by default), which links for sm_XX and newer GPUs only)";
+    return "";
+}
+
+static int link_log(nvJitLinkHandle h, metro_error *err, const char *what, int refused)
 {
     size_t n = 0;
     if (nvJitLinkGetErrorLogSize(h, &n) == NVJITLINK_SUCCESS && n > 1) {
         char *log = metro__xmalloc(n + 1);
         nvJitLinkGetErrorLog(h, log);
         log[n] = 0;
-        metro__fail(err, METRO_ERUN, "nvJitLink %s:\n%s", what, log);
+        while (n && (log[n - 1] == '\n' || !log[n - 1])) log[--n] = 0;
+        metro__fail(err, METRO_ERUN, "nvJitLink %s:\n%s%s", what, log, link_hint(log, refused));
         free(log);
     } else {
-        metro__fail(err, METRO_ERUN, "nvJitLink %s", what);
+        metro__fail(err, METRO_ERUN, "nvJitLink %s%s", what, link_hint(NULL, refused));
     }
     return METRO_ERUN;
 }
@@ -99,7 +117,7 @@ int metro__jit_link(const metro__ir *irs, int n, const char *arch, void **cubin,
         if (a != NVJITLINK_SUCCESS) {
             char what[256];
             snprintf(what, sizeof what, "refused the device code of '%s'", irs[i].name);
-            rc = link_log(h, err, what);
+            rc = link_log(h, err, what, 1);
         }
     }
     if (!rc && nvJitLinkComplete(h) != NVJITLINK_SUCCESS) {
@@ -111,7 +129,7 @@ int metro__jit_link(const metro__ir *irs, int n, const char *arch, void **cubin,
             }
         size_t l = strlen(what);
         snprintf(what + l, sizeof what - l, " for %s", arch);
-        rc = link_log(h, err, what);
+        rc = link_log(h, err, what, 0);
     }
     size_t nlog = 0;
     if (nopts > NFLAGS + 1 && nvJitLinkGetInfoLogSize(h, &nlog) == NVJITLINK_SUCCESS && nlog > 1) {
@@ -123,7 +141,7 @@ int metro__jit_link(const metro__ir *irs, int n, const char *arch, void **cubin,
     }
     if (!rc) {
         if (nvJitLinkGetLinkedCubinSize(h, size) != NVJITLINK_SUCCESS) {
-            rc = link_log(h, err, "gave no cubin");
+            rc = link_log(h, err, "gave no cubin", 0);
         } else {
             *cubin = metro__xmalloc(*size);
             nvJitLinkGetLinkedCubin(h, *cubin);

@@ -49,6 +49,21 @@ extern __constant__ __align__(16) unsigned char metro_potential_params[METRO_PAR
  * functions; METRO_TERM_PAIR_DELTA_SUM_PLAIN writes the three run
  * functions as a plain sum of its pair_delta. */
 
+#ifdef METRO_TERM_NAME
+/* The term functions' prototypes, so that one written with another
+ * signature (an older ABI's, without P; a double) fails to compile here
+ * rather than link and misbehave on the GPU.  (Every plugin's device code
+ * is compiled with its name as METRO_TERM_NAME; for samplers and
+ * observables these are only declarations.) */
+extern "C" __device__ float METRO_TERM(pair_energy)(const void *P, float4 a, float4 b);
+extern "C" __device__ float METRO_TERM(bond_energy)(const void *P, float4 a, float4 b);
+extern "C" __device__ float METRO_TERM(external_energy)(const void *P, float4 a);
+extern "C" __device__ float METRO_TERM(pair_delta)(const void *P, float4 trial, float4 old, float4 b);
+extern "C" __device__ metro_pd_sum METRO_TERM(pair_delta_begin)(const void *P, float4 trial, float4 old);
+extern "C" __device__ void METRO_TERM(pair_delta_add)(const void *P, metro_pd_sum *s, float4 b);
+extern "C" __device__ float METRO_TERM(pair_delta_end)(const void *P, const metro_pd_sum *s);
+#endif
+
 /* Pair energy of two non-bonded particles; +INFINITY when forbidden. */
 extern "C" __device__ float metro_pair_energy(float4 a, float4 b);
 /* Whole interaction of two bonded neighbours (used instead of the pair
