@@ -146,6 +146,35 @@ START_TEST(unresolved_symbol_is_reported)
 }
 END_TEST
 
+/* metro/device.h declares the term functions, so a potential that writes
+ * one with another signature (an older ABI's, without its parameter
+ * block; a double) is refused by nvcc, not linked to misbehave on the GPU:
+ * extern "C" functions cannot be overloaded. */
+START_TEST(term_signatures_are_checked_by_the_compiler)
+{
+    static const char *const bodies[] = {
+        "extern \"C\" __device__ float METRO_TERM(pair_energy)(const void *P, float4 a, float4 b) { return 0.0f; }",
+        "extern \"C\" __device__ float METRO_TERM(pair_energy)(float4 a, float4 b) { return 0.0f; }",
+        "extern \"C\" __device__ double METRO_TERM(external_energy)(const void *P, float4 a) { return 0.0; }",
+    };
+    char dir[] = "/tmp/metro-sig-XXXXXX", cmd[4096];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (int k = 0; k < 3; ++k) {
+        metro_test_write(dir, "t.cu", "#include \"metro/device.h\"\n%s\n", bodies[k]);
+        snprintf(cmd, sizeof cmd, "%s -arch=lto_90 -rdc=true -c -std=c++17 -DMETRO_TERM_NAME=term -I%s/core/include "
+                                  "-o %s/t.o %s/t.cu > %s/log 2>&1", METRO_TEST_NVCC, METRO_TEST_SOURCE_DIR, dir, dir, dir);
+        const int rc = system(cmd);
+        snprintf(cmd, sizeof cmd, "%s/log", dir);
+        char *log = metro_test_slurp(cmd);
+        if (k == 0) ck_assert_msg(rc == 0, "the ABI's own signature did not compile: %s", log ? log : "");
+        else ck_assert_msg(rc != 0 && log && strstr(log, "term__"), "%s compiled: %s", bodies[k], log ? log : "");
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(cache_is_used_and_damage_rebuilt)
 {
     char dir[] = "/tmp/metro-cache-XXXXXX";
@@ -198,6 +227,7 @@ int main(void)
     tcase_add_test(tc, every_pair_links_for_sm90);
     tcase_add_test(tc, composite_links_for_sm90);
     tcase_add_test(tc, unresolved_symbol_is_reported);
+    tcase_add_test(tc, term_signatures_are_checked_by_the_compiler);
     tcase_add_test(tc, cache_is_used_and_damage_rebuilt);
     suite_add_tcase(s, tc);
     return metro_test_main(s);

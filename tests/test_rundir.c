@@ -455,6 +455,15 @@ START_TEST(dry_run_links_for_an_arch)
                       strstr(e, "--arch sm_90: the run's device code does not link"),
                   "exit %d: %s", rc, e);
     free(e);
+    /* device code without three of the term functions: refused whatever
+     * the sampler (metropolis calls none of them; the link passed) */
+    metro_test_write(dir, "h.ini", "[run]\nsweeps = 4\n[system]\nparticles = 8\n[potential]\nplugin = halfterm\n"
+                                   "[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    rc = metro_test_clif(&e, "run %s/h.ini --device cpu --dry-run --arch sm_90", dir);
+    ck_assert_msg(rc == 1 && strstr(e, "Unresolved extern function 'halfterm__pair_delta_") &&
+                      strstr(e, "every potential defines the term functions metro/device.h lists"),
+                  "exit %d: %s", rc, e);
+    free(e);
     unsetenv("METRO_CACHE_DIR");
     cleanup();
 }
