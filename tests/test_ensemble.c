@@ -318,10 +318,17 @@ START_TEST(bad_system_writes_nothing)
     metro_test_write(dir, "both.ini", brush_ini, 8, "systems = 3\nscan = potential.concentration: 0.02, 0.03\n");
     ck_assert_int_eq(metro_test_clif(&e, "run %s/both.ini --device " DEVICE " --output %s/both --quiet", dir, dir), 2);
     free(e);
+    /* the second system cannot be placed (volume fraction 0.65), which
+     * only its start finds, after the first system's folder was made:
+     * nothing stays (the folder blocked the next run as a run directory) */
+    metro_test_write(dir, "dense.ini", brush_ini, 8, "scan = potential.concentration: 0.05, 8\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/dense.ini --device " DEVICE " --output %s/dense --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "could not place") && strstr(e, "system_001"), "%s", e);
+    free(e);
     struct stat sb;
     char p[512];
-    const char *names[] = {"scan", "bad", "both"};
-    for (int i = 0; i < 3; ++i) {
+    const char *names[] = {"scan", "bad", "both", "dense"};
+    for (int i = 0; i < 4; ++i) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         ck_assert_msg(stat(p, &sb) != 0, "%s was created", p);
     }

@@ -612,6 +612,8 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
      * is refused while this one runs (its config.ini and system folders
      * were taken over) */
     int lock_fd = -1;
+    struct stat before;
+    const int fresh = !opt->resume && stat(e.dir, &before) != 0; /* this run makes the folder */
     if (!rc && me == 0) rc = metro__ensemble_dir_open(e.dir, opt->resume, opt->overwrite, &lock_fd, err);
     /* a failure on any rank (rank 0's lock, or a check of this rank's own
      * systems, as their memory together) stops every rank: rank 0's value
@@ -629,6 +631,24 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     metro__ranks_barrier(); /* the ensemble's folder exists before any system's */
     for (int i = me; i < e.k && !rc; i += S)
         if ((rc = metro_sim_create(&so[i].o, &jobs[i].sim, err))) metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
+    /* a system that cannot start where the checks above could not see it
+     * (its placement, the device): a new run leaves nothing behind, as a
+     * single run refused does, or the next run into the folder is refused
+     * as a run directory.  (Over MPI the other ranks' systems are theirs.) */
+    if (rc && !opt->resume && S == 1 && lock_fd >= 0) {
+        for (int i = 0; i < e.k; ++i)
+            if (jobs[i].sim) {
+                char sys[1100];
+                snprintf(sys, sizeof sys, "%s", jobs[i].sim->dir ? jobs[i].sim->dir : "");
+                metro_sim_destroy(jobs[i].sim);
+                jobs[i].sim = NULL;
+                if (sys[0]) metro__rundir_unmake(sys);
+            }
+        close(lock_fd);
+        lock_fd = -1;
+        metro__rundir_unmake(e.dir);
+        if (!fresh) mkdir(e.dir, 0777); /* it was there, empty or a run of --overwrite: it stays a folder */
+    }
     if (!rc) {
         /* this rank's systems: the sampler may share launches among them */
         metro_sim **mine = metro__xcalloc((size_t)e.k, sizeof *mine);

@@ -266,6 +266,15 @@ static void remove_files(const char *dir, int all)
     closedir(d);
 }
 
+void metro__rundir_unmake(const char *dir)
+{
+    remove_files(dir, 1);
+    char lock[4200];
+    snprintf(lock, sizeof lock, "%s/%s", dir, LOCK_NAME);
+    unlink(lock);
+    rmdir(dir);
+}
+
 static int sync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

@@ -175,6 +175,10 @@ void metro__rundir_close(metro_sim *sim);
 int metro__memory_fits(metro_sim *sim, const char *who, double host, double host_here, double device,
                        metro_error *err);
 int metro__ensemble_dir_open(const char *dir, int resume, int overwrite, int *lock_fd, metro_error *err);
+/* A run directory this process made and nothing ran in, taken away: its
+ * files, its lock and the folder (left where it holds anything else).
+ * The caller has let go of the lock. */
+void metro__rundir_unmake(const char *dir);
 /* The resolved config: every section, every default written out. */
 void metro__write_resolved(metro_sim *sim, FILE *f, const char *what);
 /* Write data to path through path.tmp, fsync and rename: the one way a
