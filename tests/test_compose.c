@@ -69,6 +69,9 @@ START_TEST(contradictions_refused)
     refused(RUN "[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 8, 8\nchains = 8\n"
                 "chain_species = c\n\n" CHAIN COUL SMP,
             "[system] chain_species: species 'c' is in the chains, but [potential chain]");
+    /* a species named twice in a term's list, as [system] refuses it */
+    refused(RUN SYS2 "[potential chain]\nplugin = lj_fene\nspecies = m, m\n\n" COUL SMP,
+            "compose.ini:15: [potential chain] species: 'm' is named twice");
     /* the hierarchical sampler needs the Coulomb term alone */
     refused(RUN SYS2 CHAIN COUL "[sampler]\nplugin = hierarchical\n", "one Coulomb term of charged hard spheres");
 }
@@ -116,7 +119,19 @@ START_TEST(composed_bjerrum_default_warned)
     free(e);
     metro_test_write(d, "b.ini", RUN SYS2 CHAIN COUL SMP);
     ck_assert_int_eq(metro_test_clif(&e, "run %s/b.ini --dry-run --device cpu --quiet", d), 0);
-    ck_assert_msg(!strstr(e, "bjerrum"), "warned with bjerrum given: %s", e);
+    ck_assert_msg(!strstr(e, "bjerrum") && !strstr(e, "warning"), "warned with bjerrum given: %s", e);
+    free(e);
+    /* allowed but rarely meant, and said: species that no term acts on
+     * together (they pass through each other), and two terms of one plugin
+     * on the same pairs (a second coulomb_hs doubled λ_B without a word) */
+    metro_test_write(d, "x.ini", RUN "[system]\nspecies = m, c, s\ncharges = -1, 1, 0\ndiameters = 0.5\ncounts = 8, 8, 2\n"
+                                     "chains = 8\nchain_species = m\n\n" CHAIN
+                                     "[potential coulomb]\nplugin = coulomb_hs\nspecies = m, c\ncell_radius = 6\n"
+                                     "bjerrum = 1\n\n[potential wall]\nplugin = coulomb_hs\nspecies = c, s\n"
+                                     "cell_radius = 6\nbjerrum = 1\n\n" SMP);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/x.ini --dry-run --device cpu --quiet", d), 0);
+    ck_assert_msg(strstr(e, "so they do not interact at all (no hard core, no Coulomb between them): m-s;"), "%s", e);
+    ck_assert_msg(strstr(e, "counts twice (first [potential coulomb] and [potential wall]): c-c"), "%s", e);
     free(e);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", d);

@@ -264,6 +264,8 @@ static int term_mask(metro_sim *sim, metro_ctx *c, metro_error *err)
         if (s < 0)
             return metro__fail(err, METRO_EUSAGE, "%s: [%s] species: no species '%s' in [system] (allowed: %s)",
                                e->where, c->section, f[i], known);
+        if (c->mask >> s & 1u)
+            return metro__fail(err, METRO_EUSAGE, "%s: [%s] species: '%s' is named twice", e->where, c->section, f[i]);
         c->mask |= 1u << s;
     }
     return METRO_OK;
@@ -673,6 +675,39 @@ int metro__terms_finish(metro_sim *sim, metro_error *err)
                                where_of(sim, sim->terms[wall_term].section, "species"), sim->terms[wall_term].section,
                                su->species_table[s].name);
     }
+    /* what is allowed but rarely meant, said in the log: two species that
+     * no term acts on together pass through each other (no hard core, no
+     * Coulomb between them), and two terms of one plugin on the same pairs
+     * count those pairs twice (a second coulomb_hs over all species
+     * doubled the Bjerrum length) */
+    char apart[1024] = "", twice[1024] = "";
+    int first = -1, second = -1;
+    for (int a = 0; a < su->species; ++a)
+        for (int b = a; b < su->species; ++b) {
+            const unsigned ab = 1u << a | 1u << b;
+            int n = 0, dup = 0;
+            for (int k = 0; k < sim->nterms; ++k)
+                if ((sim->terms[k].mask & ab) == ab) {
+                    for (int j = 0; j < k && !dup; ++j)
+                        if ((sim->terms[j].mask & ab) == ab && sim->terms[j].plugin == sim->terms[k].plugin)
+                            dup = 1, first = first < 0 ? j : first, second = second < 0 ? k : second;
+                    ++n;
+                }
+            char *list = !n && a != b ? apart : dup ? twice : NULL;
+            const size_t l = list ? strlen(list) : 0;
+            if (list && l + 2 < sizeof apart)
+                snprintf(list + l, sizeof apart - l, "%s%s-%s", l ? ", " : "", su->species_table[a].name,
+                         su->species_table[b].name);
+        }
+    if (apart[0])
+        metro__log(sim, METRO_LOG_WARN, "no potential term acts on these pairs of species, so they do not interact at "
+                                        "all (no hard core, no Coulomb between them): %s; give both species of a pair "
+                                        "in one term's species list if they should",
+                   apart);
+    if (twice[0])
+        metro__log(sim, METRO_LOG_WARN, "two terms of one plugin act on these pairs of species, whose energy thus "
+                                        "counts twice (first [%s] and [%s]): %s",
+                   sim->terms[first].section, sim->terms[second].section, twice);
     if (c->bond >= 0 && sim->chain_pattern_n)
         for (int i = 0; i < sim->chain_pattern_n; ++i)
             if (!(c->t[c->bond].mask >> sim->chain_pattern[i] & 1u))
