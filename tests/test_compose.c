@@ -69,6 +69,13 @@ START_TEST(contradictions_refused)
     refused(RUN "[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 8, 8\nchains = 8\n"
                 "chain_species = c\n\n" CHAIN COUL SMP,
             "[system] chain_species: species 'c' is in the chains, but [potential chain]");
+    /* a chain whose bond lies inside the hard core cannot be grown at any
+     * density (it was called too dense for random placement) */
+    refused(RUN SYS2 "[potential chain]\nplugin = lj_fene\nspecies = m\nr0 = 0.3\nR = 0.2\n\n" COUL SMP,
+            "two bonded particles (species m and m) at the bond length 0.3 have infinite energy (it lies inside their "
+            "hard-core contact)");
+    refused(RUN SYS2 "[potential chain]\nplugin = lj_fene\nspecies = m\nr0 = 20\nR = 2\n\n" COUL SMP,
+            "the bond length 20 does not fit in the cell (radius 6)");
     /* a species named twice in a term's list, as [system] refuses it */
     refused(RUN SYS2 "[potential chain]\nplugin = lj_fene\nspecies = m, m\n\n" COUL SMP,
             "compose.ini:15: [potential chain] species: 'm' is named twice");

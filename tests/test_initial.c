@@ -177,6 +177,11 @@ static const char *ions4 =
     "names = Na, Cl\n[sampler]\nplugin = brush\n[system]\nparticles = 4\n";
 static const char *chain3 =
     "[run]\nsweeps = 10\n[potential]\nplugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\n[system]\nparticles = 3\n";
+/* the same chain composed with a hard core of 0.8 (coulomb_hs, no charges) */
+static const char *mchain3 =
+    "[run]\nsweeps = 10\n[potential chain]\nplugin = lj_fene\nspecies = m\n[potential core]\nplugin = coulomb_hs\n"
+    "species = m\ncell_radius = 10\nbjerrum = 1\n[sampler]\nplugin = metropolis\ntemperature = 1\n[system]\n"
+    "species = m\ncharges = 0\ndiameters = 0.8\ncounts = 3\nchains = 3\n";
 #define XYZ4(a, b, c, d) "4\nProperties=species:S:1:pos:R:3:charge:R:1\n" a "\n" b "\n" c "\n" d "\n"
 
 START_TEST(refusals)
@@ -197,7 +202,11 @@ START_TEST(refusals)
     refused(ions4, XYZ4("Na 0 0 0 1", "Na 0 5 0 1", "Cl 0 0 5 -1", "Cl 1.5 0 0 -1"), "",
             W("particles 0 (Na) and 3 (Cl) overlap", "1.5 apart", "at least 2"));
     refused(chain3, "3\nProperties=species:S:1:pos:R:3\nC 0 0 0\nC 0.7 0 0\nC 1.9 0 0\n", "",
-            W("frame 0 of 1", "bond between particles 1 and 2 is overstretched", "1.2"));
+            W("frame 0 of 1", "bond between particles 1 and 2 (length 1.2) has infinite energy: overstretched"));
+    /* too short is the hard core's doing (it was called overstretched) */
+    refused(mchain3, "3\nProperties=species:S:1:pos:R:3\nm 0 0 0\nm 0.7 0 0\nm 1.6 0 0\n", "",
+            W("the bond between particles 0 and 1 (length 0.7) has infinite energy: it lies inside their hard-core "
+              "contact 0.8"));
     refused(chain3, NULL, "", W("cannot be read"));
     refused(chain3, "3\n\nC 0 0 0\nC 0.7 0 0\nC 1.4 0 0\n", "initial_frame = 1\n",
             W("[system] initial_frame: ", "initial_frame 1 does not exist: the file holds 1 frames"));

@@ -535,10 +535,28 @@ static int c_initial(void *self, metro_ctx *ctx, metro_float4 *pos, int n)
                     i = c0 - 1;
                     goto next_particle;
                 }
-                rc = metro__host_api.fail(ctx, "cannot place particle %d of %d (species %s) after %ld attempts and %d "
-                                               "chain restarts: the system is too dense for random placement (give "
-                                               "an initial file: [system] initial)",
-                                          i, n, su->species ? su->species_table[s].name : "-", attempts, restarts);
+                /* a chain that no density lets grow: its bond where the
+                 * terms forbid it (inside a hard core, beyond the bond's
+                 * reach) or longer than the cell */
+                const metro_float4 q = metro_f4(pos[i - 1].x + (float)b, pos[i - 1].y, pos[i - 1].z, pos[i].w);
+                const int ps = (int)pos[i - 1].w;
+                const double dp = su->species ? su->species_table[ps].diameter : 0.0;
+                if (grow && !(pair_sum(c, pos[i - 1], q, 1) < INFINITY))
+                    rc = metro__host_api.fail(ctx, "cannot place particle %d of %d: two bonded particles (species %s and "
+                                                   "%s) at the bond length %g have infinite energy (%s), so no chain "
+                                                   "can be grown here; give a bond length the terms allow (or an initial file: [system] initial)",
+                                              i, n, su->species ? su->species_table[ps].name : "-",
+                                              su->species ? su->species_table[s].name : "-", b,
+                                              b < 0.5 * (di + dp) ? "it lies inside their hard-core contact"
+                                                                  : "the bond term forbids that length");
+                else if (grow && !open && b >= 2.0 * R - di)
+                    rc = metro__host_api.fail(ctx, "cannot place particle %d of %d: the bond length %g does not fit in "
+                                                   "the cell (radius %g)", i, n, b, R);
+                else
+                    rc = metro__host_api.fail(ctx, "cannot place particle %d of %d (species %s) after %ld attempts and %d "
+                                                   "chain restarts: the system is too dense for random placement (give "
+                                                   "an initial file: [system] initial)",
+                                              i, n, su->species ? su->species_table[s].name : "-", attempts, restarts);
                 goto done;
             }
             float u[3];

@@ -604,10 +604,19 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
      * whenever there are chains (they come first in index order) */
     for (int i = 0; s->topology.chains && i + 1 < n; ++i)
         if (s->topology.bond_next[i] && !isfinite(alone(sim, &pos[i], 2))) {
+            /* too short is a hard core's doing, not the bond's */
+            const double l = dist(&pos[i], &pos[i + 1]);
+            const double contact = s->species > 0 ? 0.5 * (s->species_table[(int)pos[i].w].diameter +
+                                                          s->species_table[(int)pos[i + 1].w].diameter)
+                                                  : 0.0;
+            char why[160];
+            if (l < contact)
+                snprintf(why, sizeof why, "it lies inside their hard-core contact %.6g", contact);
+            else
+                snprintf(why, sizeof why, "overstretched");
             rc = metro__fail(err, METRO_EUSAGE,
-                             "%s: the bond between particles %d and %d is overstretched (length %.6g): the potential gives it "
-                             "infinite energy",
-                             w.prefix, i, i + 1, dist(&pos[i], &pos[i + 1]));
+                             "%s: the bond between particles %d and %d (length %.6g) has infinite energy: %s", w.prefix, i,
+                             i + 1, l, why);
             goto done;
         }
     if ((rc = check_overlaps(sim, pos, n, &w, err))) goto done;
