@@ -65,6 +65,10 @@ START_TEST(contradictions_refused)
     refused(RUN "[system]\nparticles = 10\nspecies = a\ncharges = 0\ndiameters = 1\ncounts = 12\n\n"
                 "[potential]\nplugin = lj_fene\n\n" SMP,
             "compose.ini:10: [system] counts: they sum to 12, but particles = 10");
+    /* counts beyond what a system holds (the advice was to give that many) */
+    refused(RUN "[system]\nspecies = a, b\ncharges = 0, 0\ndiameters = 1\ncounts = 2147483647, 1\n\n"
+                "[potential]\nplugin = lj_fene\n\n" SMP,
+            "compose.ini:9: [system] counts: they sum to 2147483648, more than the 2147483647 particles a system may hold");
     /* chain species outside the bond term's species */
     refused(RUN "[system]\nspecies = m, c\ncharges = -1, 1\ndiameters = 0.5\ncounts = 8, 8\nchains = 8\n"
                 "chain_species = c\n\n" CHAIN COUL SMP,

@@ -128,6 +128,21 @@ START_TEST(foreign_checkpoint_refused)
                                          "--device cpu --quiet", dir), 2);
     ck_assert_msg(strstr(e, "another chain") && strstr(e, "every"), "every is not named: %s", e);
     free(e);
+    /* a term's species by their names (it showed the masks: '0x1', '0x3') */
+    metro_test_write(dir, "sp.ini", "[run]\nsweeps = 4\n[system]\nspecies = m, c\ncharges = 0, 0\ndiameters = 0.5\n"
+                                    "counts = 4, 4\n[potential a]\nplugin = coulomb_hs\ncell_radius = 5\nspecies = m, c\n"
+                                    "[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/sp.ini --device cpu --output %s/sp --quiet", dir, dir), 0);
+    free(e);
+    metro_test_write(dir, "sp.ini", "[run]\nsweeps = 4\n[system]\nspecies = m, c\ncharges = 0, 0\ndiameters = 0.5\n"
+                                    "counts = 4, 4\n[potential a]\nplugin = coulomb_hs\ncell_radius = 5\nspecies = m\n"
+                                    "[potential b]\nplugin = coulomb_hs\ncell_radius = 5\nspecies = c\n[sampler]\n"
+                                    "plugin = metropolis\ntemperature = 1\n");
+    snprintf(cmd, sizeof cmd, "cp %s/sp.ini %s/sp/config.ini", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/sp --device cpu --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "[potential a] species: the checkpoint has 'm, c', the config 'm'"), "%s", e);
+    free(e);
     cleanup();
 }
 END_TEST

@@ -249,6 +249,23 @@ static const char *find_key(const char *text, const char *key, size_t kl)
     return NULL;
 }
 
+/* A term's "[SECTION] species = 0xMASK" line as the species' names (this
+ * system's: where [system] species changed too, that is named as well). */
+static const char *as_names(const metro_setup *su, const char *line, size_t kl, char *buf, size_t n)
+{
+    const size_t l = line ? strcspn(line, "\n") : 0;
+    if (!line || kl < 9 || strncmp(line + kl - 9, "] species", 9) || l < kl + 3 || !su->species) return line;
+    unsigned long m = strtoul(line + kl + 3, NULL, 16);
+    int used = snprintf(buf, n, "%.*s = ", (int)kl, line), first = 1;
+    for (int s = 0; s < 32 && used > 0 && (size_t)used < n; ++s)
+        if (m >> s & 1ul) {
+            used += snprintf(buf + used, n - (size_t)used, "%s%s", first ? "" : ", ",
+                             s < su->species ? su->species_table[s].name : "?");
+            first = 0;
+        }
+    return buf;
+}
+
 static void add_difference(char *out, size_t n, const char *key, size_t kl, const char *a, const char *b)
 {
     size_t used = strlen(out);
@@ -262,18 +279,20 @@ static void add_difference(char *out, size_t n, const char *key, size_t kl, cons
 
 /* Every key whose line differs between the checkpoint's identity (have)
  * and this config's (want). */
-static void name_differences(const char *have, const char *want, char *out, size_t n)
+static void name_differences(const metro_setup *su, const char *have, const char *want, char *out, size_t n)
 {
+    char ha[1200], wa[1200];
     out[0] = 0;
     for (const char *w = want; *w;) {
         size_t l = strcspn(w, "\n"), kl = key_len(w, l);
         const char *h = find_key(have, w, kl);
-        if (!h || strcspn(h, "\n") != l || strncmp(h, w, l)) add_difference(out, n, w, kl, h, w);
+        if (!h || strcspn(h, "\n") != l || strncmp(h, w, l))
+            add_difference(out, n, w, kl, as_names(su, h, kl, ha, sizeof ha), as_names(su, w, kl, wa, sizeof wa));
         w += l + (w[l] == '\n');
     }
     for (const char *h = have; *h;) {
         size_t l = strcspn(h, "\n"), kl = key_len(h, l);
-        if (!find_key(want, h, kl)) add_difference(out, n, h, kl, h, NULL);
+        if (!find_key(want, h, kl)) add_difference(out, n, h, kl, as_names(su, h, kl, ha, sizeof ha), NULL);
         h += l + (h[l] == '\n');
     }
 }
@@ -305,7 +324,7 @@ int metro__checkpoint_check(metro_sim *sim, metro_error *err)
     int rc = METRO_OK;
     if (digest != metro__fnv(METRO__FNV_INIT, mine, mylen) || strcmp(mine, theirs)) {
         char diff[6000];
-        name_differences(theirs, mine, diff, sizeof diff);
+        name_differences(&sim->setup, theirs, mine, diff, sizeof diff);
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: belongs to another chain; a resume may change only [run] sweeps (upward), device, "
                          "check_every, checkpoint_minutes, drift_tolerance and [system] initial, initial_frame, "

@@ -166,7 +166,11 @@ static int read_species(metro_sim *sim, int composed, metro_error *err)
     }
     su->species = ns;
     long np = metro__param_int(p, "particles");
-    if (np == 0 && sum > 0 && sum <= 2147483647L) {
+    if (sum > 2147483647L)
+        return metro__fail(err, METRO_EUSAGE, "%s: [system] counts: they sum to %ld, more than the 2147483647 particles a "
+                                              "system may hold",
+                           where_of(sim, "system", "counts"), sum);
+    if (np == 0 && sum > 0) {
         su->particles = (int)sum;
     } else if (sum != np) {
         return metro__fail(err, METRO_EUSAGE, "%s: [system] counts: they sum to %ld, but particles = %ld (give "
