@@ -315,6 +315,12 @@ START_TEST(bad_system_writes_nothing)
     ck_assert_int_eq(metro_test_clif(&e, "run %s/bad.ini --device " DEVICE " --output %s/bad --quiet", dir, dir), 2);
     ck_assert_msg(strstr(e, "SECTION.KEY") != NULL, "%s", e);
     free(e);
+    /* a scan of a section the config does not have (it was "[potential x]
+     * plugin: required but not given") */
+    metro_test_write(dir, "nosec.ini", brush_ini, 8, "scan = potential x.bjerrum: 1, 2\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/nosec.ini --device " DEVICE " --output %s/nosec --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "[run] scan: the config has no section [potential x] to scan a key of"), "%s", e);
+    free(e);
     metro_test_write(dir, "both.ini", brush_ini, 8, "systems = 3\nscan = potential.concentration: 0.02, 0.03\n");
     ck_assert_int_eq(metro_test_clif(&e, "run %s/both.ini --device " DEVICE " --output %s/both --quiet", dir, dir), 2);
     free(e);

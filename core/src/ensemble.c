@@ -66,6 +66,14 @@ static int same_key(const char *a, size_t n, const char *key)
     return metro__config_name(a, n, got, sizeof got) && !strcmp(got, key);
 }
 
+/* Whether the section of SECTION.KEY is a plugin's in the config. */
+static int has_section(metro__config *cfg, const char *key)
+{
+    char sec[512];
+    snprintf(sec, sizeof sec, "%.*s", (int)(strrchr(key, '.') - key), key);
+    return metro__config_find(cfg, sec, "plugin") != NULL;
+}
+
 /* What [run] systems / scan / seed say, from the config file and --set. */
 static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
 {
@@ -111,6 +119,10 @@ static int read_plan(const metro_options *opt, ensemble *e, metro_error *err)
         } else if (sys && e->k > 1) {
             rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: give systems = K or scan, not both (a scan has one "
                                                 "system per value)", scan->where);
+        } else if (strncmp(key, "run.", 4) && strncmp(key, "system.", 7) && !has_section(cfg, key)) {
+            rc = metro__fail(err, METRO_EUSAGE, "%s: [run] scan: the config has no section [%.*s] to scan a key of (a "
+                                                "scan sets a key of [run], [system] or a plugin's section)",
+                             scan->where, (int)(strrchr(key, '.') - key), key);
         } else {
             memcpy(e->scan_key, key, sizeof key);
             snprintf(e->scan_where, sizeof e->scan_where, "%s", scan->where);
