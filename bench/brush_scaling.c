@@ -25,7 +25,7 @@
  *                 N = 2^20 on one core.
  *
  * Prints a table with pair-deltas per second, the percentage of the
- * arithmetic ceiling of DESIGN.md fact 7 (2.1e12 pair-deltas/s: two
+ * arithmetic ceiling of docs/DESIGN.md fact 7 (2.1e12 pair-deltas/s: two
  * reciprocal square roots each on the H100's special-function units) and
  * the ratios.  Without a GPU it prints the CPU columns and says so.
  *
@@ -344,7 +344,7 @@ int main(int argc, char **argv)
     printf("brush_scaling: 3:-1 electrolyte, radius 3.75 Å, λ_B = 7.117 Å, cation density %.4g Å^-3\n",
            CATION_DENSITY);
     printf("GPU: %s%s; CPU: %d cores\n", devname, gpu ? "" : " (CPU columns only)", cores);
-    printf("ceiling: %.2g pair-deltas/s (DESIGN.md fact 7)\n\n", CEILING);
+    printf("ceiling: %.2g pair-deltas/s (docs/DESIGN.md fact 7)\n\n", CEILING);
     printf("brush GPU: one cycle per launch; chained: 8 cycles per launch (4 at N >= 2^20), time per cycle;\n"
            "pd/s, %%ceil and the ratios use the chained time\n\n");
     printf("%8s | %11s %11s %9s %6s | %11s | %10s %10s | %8s %8s %8s | %9s %9s\n", "N", "brush GPU", "chained",

@@ -17,7 +17,7 @@
  * stream's end (the systems run on different streams, so no single stream's
  * events span them), the median of the repeats is reported.  Pair-deltas
  * per second count K x C x N(N-1); the ratio is to K = 1 of the same N in
- * the same run, and the ceiling is DESIGN.md fact 7's 2.1e12 pair-deltas/s.
+ * the same run, and the ceiling is docs/DESIGN.md fact 7's 2.1e12 pair-deltas/s.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime_api.h>
@@ -183,6 +183,6 @@ int main(int argc, char **argv)
             free(sims);
         }
     }
-    printf("\nceiling: %.2g pair-deltas/s (DESIGN.md fact 7); goal at N = 8192: K systems together >= 50%%\n", CEILING);
+    printf("\nceiling: %.2g pair-deltas/s (docs/DESIGN.md fact 7); goal at N = 8192: K systems together >= 50%%\n", CEILING);
     return 0;
 }

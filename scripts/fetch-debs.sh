@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Download (here, where Debian's registry is reachable) the packages the GPU
-# machine lacks into .debs/ (git-ignored), to carry there: DESIGN.md fact 8.
+# machine lacks into .debs/ (git-ignored), to carry there: docs/DESIGN.md fact 8.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .debs && cd .debs

@@ -1,5 +1,5 @@
 /* test_rng_gpu — the device generator gives the host generator's numbers,
- * bit for bit, including continuation from an offset (DESIGN.md fact 5). */
+ * bit for bit, including continuation from an offset (docs/DESIGN.md fact 5). */
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>

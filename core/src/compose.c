@@ -16,7 +16,7 @@
  *         run-wide functions as that sum of the terms' NAME__ functions,
  *         with each term's parameter block at its own offset, compiled
  *         by NVRTC and linked with the rest, so it inlines into the
- *         samplers' loops (no function pointers: DESIGN.md fact 1);
+ *         samplers' loops (no function pointers: docs/DESIGN.md fact 1);
  *   and places the particles itself (random sequential addition, chains
  *   grown bond by bond).
  * The chains' bonds reach the device through metro_bonded(), generated

@@ -1,6 +1,6 @@
 /* core/src/jit.h — composing device code: nvJitLink links the LTO-IR of
  * the core, the sampler, the potential and the observables into one cubin
- * for the device's own architecture (DESIGN.md facts 2-4).  The cubin is
+ * for the device's own architecture (docs/DESIGN.md facts 2-4).  The cubin is
  * cached on disk, keyed by a hash of every input; a damaged entry is
  * detected by its checksum and rebuilt, never trusted.
  */

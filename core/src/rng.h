@@ -1,7 +1,7 @@
 /* core/src/rng.h — the random stream of one plugin instance: cuRAND
  * Philox4_32_10 through the host API, a host generator on the CPU backend
  * and a device generator on CUDA.  Both give the same numbers for the same
- * seed (DESIGN.md fact 5), so the whole state of a stream is (seed,
+ * seed (docs/DESIGN.md fact 5), so the whole state of a stream is (seed,
  * offset): that is what a checkpoint stores. */
 #ifndef METRO__RNG_H
 #define METRO__RNG_H

@@ -1,6 +1,6 @@
 /* metro/device.h — the device ABI (include from .cu files only).
  *
- * Device function pointers do not cross dlopen'ed modules (DESIGN.md fact
+ * Device function pointers do not cross dlopen'ed modules (docs/DESIGN.md fact
  * 1), so samplers do not call potentials through pointers.  Samplers call
  * the extern "C" functions below by name; the core generates their
  * definitions at start-up (core/src/compose.c, compiled with NVRTC): the

@@ -3,8 +3,8 @@
  *
  * A potential's pair and bond math lives in one header of METRO_HD inline
  * functions, included by the plugin's .c file and its .cu file alike, so the
- * CPU and GPU backends evaluate the same expressions (DESIGN.md, "One source
- * of truth for the physics").  Write that header in the C subset: no
+ * CPU and GPU backends evaluate the same expressions (docs/DESIGN.md, "One
+ * source of truth").  Write that header in the C subset: no
  * references, no templates, no overloading.
  */
 #ifndef METRO_HD_H
