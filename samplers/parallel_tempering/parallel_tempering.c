@@ -54,11 +54,15 @@
 
 #include "parallel_tempering.h"
 
+/* The temperatures a ladder may hold, listed or generated. */
+#define PT_T_LO 1e-6
+#define PT_T_HI 1e9
+
 static const metro_param_decl params[] = {
     {"temperatures", METRO_PARAM_STRING, "", 0, 0, NULL, "energy/k_B",
      "explicit ladder, ascending, comma-separated; when given, replaces t_min/t_max/replicas/spacing"},
-    {"t_min", METRO_PARAM_REAL, "0.2", 1e-6, 1e9, NULL, "energy/k_B", "lowest temperature of the ladder"},
-    {"t_max", METRO_PARAM_REAL, "2.0", 1e-6, 1e9, NULL, "energy/k_B", "highest temperature of the ladder"},
+    {"t_min", METRO_PARAM_REAL, "0.2", PT_T_LO, PT_T_HI, NULL, "energy/k_B", "lowest temperature of the ladder"},
+    {"t_max", METRO_PARAM_REAL, "2.0", PT_T_LO, PT_T_HI, NULL, "energy/k_B", "highest temperature of the ladder"},
     {"replicas", METRO_PARAM_INT, "32", 1, 1048576, NULL, "", "temperatures in the ladder (n_r)"},
     {"spacing", METRO_PARAM_CHOICE, "geometric", 0, 0, "geometric|linear", "",
      "how the ladder fills [t_min, t_max]"},
@@ -124,39 +128,78 @@ typedef struct pt {
 
 /* ---- the ladder --------------------------------------------------------- */
 
-/* Parse the explicit list into *out (malloc'ed).  Returns the count, or -1
- * after host->fail. */
+/* Whether s[0..len) is a plain decimal number, [+-]digits[.digits][e[+-]digits]:
+ * strtod also takes hex (0x10), inf and nan, which no ladder means. */
+static int plain_decimal(const char *s, size_t len)
+{
+    size_t i = 0, digits = 0, edigits = 0;
+    if (i < len && (s[i] == '+' || s[i] == '-')) ++i;
+    for (; i < len && s[i] >= '0' && s[i] <= '9'; ++i) ++digits;
+    if (i < len && s[i] == '.')
+        for (++i; i < len && s[i] >= '0' && s[i] <= '9'; ++i) ++digits;
+    if (!digits) return 0;
+    if (i < len && (s[i] == 'e' || s[i] == 'E')) {
+        ++i;
+        if (i < len && (s[i] == '+' || s[i] == '-')) ++i;
+        for (; i < len && s[i] >= '0' && s[i] <= '9'; ++i) ++edigits;
+        if (!edigits) return 0;
+    }
+    return i == len;
+}
+
+/* Parse the explicit list into *out (malloc'ed).  Items are separated by
+ * one comma or by blanks and numbered as the core numbers the items of its
+ * own lists ([system] charges): an empty item is a typo, not a skip ("1,,2"
+ * must not quietly become two temperatures), and each item is held to the
+ * range t_min and t_max are (a temperature of 1e-300 gave C_V = inf).
+ * Returns the count, or -1 after host->fail. */
 static int parse_temperatures(const metro_host_api *host, metro_ctx *ctx, const char *text, double **out)
 {
     int n = 0, cap = 16;
     double *t = malloc(cap * sizeof *t);
     if (!t) return host->fail(ctx, "out of memory");
-    const char *p = text;
-    while (*p) {
-        while (*p == ' ' || *p == '\t' || *p == ',') ++p;
-        if (!*p) break;
-        char *end;
-        double v = strtod(p, &end);
-        if (end == p || !(v > 0) || !isfinite(v)) {
+    for (const char *p = text;;) {
+        const char *comma = strchr(p, ',');
+        const char *stop = comma ? comma : p + strlen(p);
+        int items = 0;
+        for (const char *q = p;;) {
+            while (q < stop && (*q == ' ' || *q == '\t')) ++q;
+            if (q == stop) break;
+            size_t len = 0;
+            while (q + len < stop && q[len] != ' ' && q[len] != '\t') ++len;
+            if (!plain_decimal(q, len)) {
+                free(t);
+                return host->fail(ctx, "temperatures: item %d, '%.*s', is not a plain decimal number (such as 0.5 or "
+                                       "2e-1)", n + 1, (int)len, q);
+            }
+            double v = strtod(q, NULL);
+            if (!(v >= PT_T_LO && v <= PT_T_HI)) {
+                free(t);
+                return host->fail(ctx, "temperatures: item %d, %.*s, is out of range (allowed: %g to %g, as t_min "
+                                       "and t_max)", n + 1, (int)len, q, PT_T_LO, PT_T_HI);
+            }
+            if (n && !(v > t[n - 1])) {
+                double last = t[n - 1];
+                free(t);
+                return host->fail(ctx, "temperatures: must be strictly ascending (item %d, %g, after %g)", n + 1, v,
+                                  last);
+            }
+            if (n == cap) {
+                double *g = realloc(t, (cap *= 2) * sizeof *t);
+                if (!g) { free(t); return host->fail(ctx, "out of memory"); }
+                t = g;
+            }
+            t[n++] = v;
+            ++items;
+            q += len;
+        }
+        if (!items && (comma || p != text)) {
             free(t);
-            return host->fail(ctx, "temperatures: '%.20s' is not a positive number", p);
+            return host->fail(ctx, "temperatures: item %d of the list is empty (items are separated by one comma "
+                                   "or by blanks)", n + 1);
         }
-        if (n && !(v > t[n - 1])) {
-            double last = t[n - 1];
-            free(t);
-            return host->fail(ctx, "temperatures: must be strictly ascending (%g after %g)", v, last);
-        }
-        if (n == cap) {
-            double *g = realloc(t, (cap *= 2) * sizeof *t);
-            if (!g) { free(t); return host->fail(ctx, "out of memory"); }
-            t = g;
-        }
-        t[n++] = v;
-        p = end;
-        if (*p && *p != ',' && *p != ' ' && *p != '\t') {
-            free(t);
-            return host->fail(ctx, "temperatures: unexpected '%c'", *p);
-        }
+        if (!comma) break;
+        p = comma + 1;
     }
     if (!n) { free(t); return host->fail(ctx, "temperatures: the list is empty"); }
     *out = t;

@@ -27,6 +27,15 @@ static const char *chain_ini =
     "[sampler]\nplugin = parallel_tempering\n"
     "t_min = 0.2\nt_max = 2.0\nreplicas = 5\nexchange_every = 2\n";
 
+/* chain_ini without the generated ladder's keys, for a temperatures list
+ * (its line is line 11) */
+static const char *list_ini =
+    "[run]\nseed = 3\nsweeps = 1\n"
+    "[system]\nparticles = 13\n"
+    "[potential]\nplugin = lj_fene\n"
+    "[sampler]\nplugin = parallel_tempering\n"
+    "exchange_every = 2\n";
+
 static const metro_state *advance(metro_sim *sim, long sweeps)
 {
     metro_error err = {0};
@@ -66,7 +75,7 @@ END_TEST
 START_TEST(ladder_explicit_and_refused)
 {
     const char *ok[] = {"sampler.temperatures=0.25, 0.5,1.5"};
-    metro_sim *sim = metro_test_sim(chain_ini, "cpu", ok, 1);
+    metro_sim *sim = metro_test_sim(list_ini, "cpu", ok, 1);
     const metro_state *st = advance(sim, 0);
     ck_assert_int_eq(st->replicas, 3);
     ck_assert(st->beta[0] == 4.0 && st->beta[1] == 2.0 && st->beta[2] == 1.0 / 1.5);
@@ -74,10 +83,10 @@ START_TEST(ladder_explicit_and_refused)
 
     const char *bad[][1] = {{"sampler.temperatures=0.5, 0.25"}, {"sampler.temperatures=0.5, x"},
                             {"sampler.t_max=0.1"}};
-    const char *why[] = {"ascending", "not a positive number", "must exceed"};
+    const char *why[] = {"ascending", "item 2, 'x', is not a plain decimal number", "must exceed"};
     for (int i = 0; i < 3; ++i) {
         metro_options opt = {0};
-        opt.config_text = chain_ini;
+        opt.config_text = i < 2 ? list_ini : chain_ini;
         opt.sets = bad[i];
         opt.nsets = 1;
         opt.device = "cpu";
@@ -88,6 +97,45 @@ START_TEST(ladder_explicit_and_refused)
         ck_assert_int_eq(metro_sim_create(&opt, &s, &err), METRO_EUSAGE);
         ck_assert_msg(strstr(err.msg, why[i]) != NULL, "message: %s", err.msg);
     }
+}
+END_TEST
+
+/* Each item of the list is checked as the core checks its own lists, and
+ * the refusal names the item on the key's line: an empty item was skipped
+ * ("1,,2" ran two temperatures), a temperature of 1e-300 ran (C_V = inf),
+ * and strtod took hex, inf and nan as numbers. */
+START_TEST(ladder_list_items_refused)
+{
+    static const struct {
+        const char *list, *want;
+    } bad[] = {
+        {"1e-300, 1", "pt.ini:11: [sampler] parallel_tempering (sampler) refused its parameters: temperatures: item 1, "
+                      "1e-300, is out of range (allowed: 1e-06 to 1e+09"},
+        {"1, 1e300", "temperatures: item 2, 1e300, is out of range"},
+        {"1, 2e9", "temperatures: item 2, 2e9, is out of range"},
+        {"0, 1", "temperatures: item 1, 0, is out of range"},
+        {"-1, 1", "temperatures: item 1, -1, is out of range"},
+        {"1,,2", "pt.ini:11: [sampler] parallel_tempering (sampler) refused its parameters: temperatures: item 2 of "
+                 "the list is empty"},
+        {"1, 2,", "temperatures: item 3 of the list is empty"},
+        {", 1, 2", "temperatures: item 1 of the list is empty"},
+        {"1, 0x10", "temperatures: item 2, '0x10', is not a plain decimal number"},
+        {"1, inf", "temperatures: item 2, 'inf', is not a plain decimal number"},
+        {"nan", "temperatures: item 1, 'nan', is not a plain decimal number"},
+        {"1 2;3", "temperatures: item 2, '2;3', is not a plain decimal number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+        char ini[1024];
+        snprintf(ini, sizeof ini, "%stemperatures = %s\n", list_ini, bad[i].list);
+        metro_test_refused(ini, "pt.ini", bad[i].want);
+    }
+    /* blanks separate items as commas do, and every plain form is taken */
+    const char *ok[] = {"sampler.temperatures=1e-6 .5, 2.5E+1 +3e2,1e9"};
+    metro_sim *sim = metro_test_sim(list_ini, "cpu", ok, 1);
+    const metro_state *st = advance(sim, 0);
+    ck_assert_int_eq(st->replicas, 5);
+    ck_assert(st->beta[0] == 1e6 && st->beta[1] == 2.0 && st->beta[2] == 1.0 / 25 && st->beta[4] == 1e-9);
+    metro_sim_destroy(sim);
 }
 END_TEST
 
@@ -131,7 +179,7 @@ END_TEST
 START_TEST(exchange_acceptance_extremes)
 {
     const char *near[] = {"sampler.temperatures=1.0, 1.000001", "sampler.exchange_every=1"};
-    metro_sim *sim = metro_test_sim(chain_ini, "cpu", near, 2);
+    metro_sim *sim = metro_test_sim(list_ini, "cpu", near, 2);
     advance(sim, 200);
     metro_error err = {0};
     ck_assert_int_eq(metro_sim_run(sim, &err), METRO_OK);
@@ -142,7 +190,7 @@ START_TEST(exchange_acceptance_extremes)
     metro_sim_destroy(sim);
 
     const char *far[] = {"sampler.temperatures=0.05, 5", "sampler.exchange_every=1"};
-    sim = metro_test_sim(chain_ini, "cpu", far, 2);
+    sim = metro_test_sim(list_ini, "cpu", far, 2);
     advance(sim, 400);
     ck_assert_int_eq(metro_sim_run(sim, &err), METRO_OK);
     snprintf(path, sizeof path, "%s/exchange.csv", metro_test_run_dir());
@@ -343,6 +391,7 @@ int main(void)
     TCase *tc = tcase_create("ladder");
     tcase_add_test(tc, ladder_geometric_and_linear);
     tcase_add_test(tc, ladder_explicit_and_refused);
+    tcase_add_test(tc, ladder_list_items_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("exchange");
     tcase_add_test(tc, exchanges_move_replicas_not_coordinates);
