@@ -60,7 +60,7 @@
 
 static const metro_param_decl params[] = {
     {"temperatures", METRO_PARAM_STRING, "", 0, 0, NULL, "energy/k_B",
-     "explicit ladder, ascending, comma-separated; when given, replaces t_min/t_max/replicas/spacing"},
+     "explicit ladder, ascending, comma-separated; give it or t_min/t_max/replicas/spacing, not both"},
     {"t_min", METRO_PARAM_REAL, "0.2", PT_T_LO, PT_T_HI, NULL, "energy/k_B", "lowest temperature of the ladder"},
     {"t_max", METRO_PARAM_REAL, "2.0", PT_T_LO, PT_T_HI, NULL, "energy/k_B", "highest temperature of the ladder"},
     {"replicas", METRO_PARAM_INT, "32", 1, 1048576, NULL, "", "temperatures in the ladder (n_r)"},
@@ -206,6 +206,36 @@ static int parse_temperatures(const metro_host_api *host, metro_ctx *ctx, const 
     return n;
 }
 
+/* The first key of the generated ladder that is not at its default, or
+ * NULL; its value as text in val.  A plugin sees values, not whether a key
+ * was written (and a run's config.ini, which a resume reads, spells out
+ * every default), so, as coulomb_hs tells cell_radius from concentration,
+ * a key counts as given when its value is not the default. */
+static const char *ladder_key_given(const metro_host_api *host, const metro_params *pp, char *val, size_t n)
+{
+    for (const metro_param_decl *d = params; d->name; ++d) {
+        if (strcmp(d->name, "t_min") && strcmp(d->name, "t_max") && strcmp(d->name, "replicas") &&
+            strcmp(d->name, "spacing"))
+            continue;
+        int given;
+        if (d->type == METRO_PARAM_REAL) {
+            double v = host->param_real(pp, d->name);
+            given = v != strtod(d->default_value, NULL);
+            snprintf(val, n, "%g", v);
+        } else if (d->type == METRO_PARAM_INT) {
+            long v = host->param_int(pp, d->name);
+            given = v != strtol(d->default_value, NULL, 10);
+            snprintf(val, n, "%ld", v);
+        } else {
+            const char *v = host->param_string(pp, d->name);
+            given = strcmp(v, d->default_value) != 0;
+            snprintf(val, n, "%s", v);
+        }
+        if (given) return d->name;
+    }
+    return NULL;
+}
+
 static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params *pp, metro_setup *setup,
                   void **out)
 {
@@ -215,6 +245,13 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     self->ctx = ctx;
     self->backend = setup->backend;
     const char *list = host->param_string(pp, "temperatures");
+    char val[64];
+    const char *also = list && *list ? ladder_key_given(host, pp, val, sizeof val) : NULL;
+    if (also) {
+        free(self);
+        return host->fail(ctx, "temperatures: give temperatures or t_min/t_max/replicas/spacing, not both (%s = %s "
+                               "is given too, and the list would ignore it)", also, val);
+    }
     if (list && *list) {
         int n = parse_temperatures(host, ctx, list, &self->temps);
         if (n < 0) { free(self); return -1; }

@@ -139,6 +139,30 @@ START_TEST(ladder_list_items_refused)
 }
 END_TEST
 
+/* A list replaces the generated ladder: t_min, t_max, replicas or spacing
+ * given with it were ignored without a word.  At their defaults they are
+ * not refused: a run's config.ini spells out every default, and a resume
+ * reads it. */
+START_TEST(ladder_list_or_range_not_both)
+{
+    static const char *const keys[] = {"t_min = 0.5", "t_max = 3", "replicas = 4", "spacing = linear"};
+    for (int i = 0; i < 4; ++i) {
+        char ini[1024], want[256];
+        snprintf(ini, sizeof ini, "%s%s\ntemperatures = 1, 2\n", list_ini, keys[i]);
+        snprintf(want, sizeof want,
+                 "pt.ini:12: [sampler] parallel_tempering (sampler) refused its parameters: temperatures: give "
+                 "temperatures or t_min/t_max/replicas/spacing, not both (%s is given too", keys[i]);
+        metro_test_refused(ini, "pt.ini", want);
+    }
+    char ini[1024];
+    snprintf(ini, sizeof ini, "%st_min = 0.2\nt_max = 2.0\nreplicas = 32\nspacing = geometric\ntemperatures = 1, 2\n",
+             list_ini);
+    metro_sim *sim = metro_test_sim(ini, "cpu", NULL, 0);
+    ck_assert_int_eq(advance(sim, 0)->replicas, 2);
+    metro_sim_destroy(sim);
+}
+END_TEST
+
 /* ---- exchanges ------------------------------------------------------------ */
 
 /* slot_replica is a permutation that keeps every replica in its ladder. */
@@ -392,6 +416,7 @@ int main(void)
     tcase_add_test(tc, ladder_geometric_and_linear);
     tcase_add_test(tc, ladder_explicit_and_refused);
     tcase_add_test(tc, ladder_list_items_refused);
+    tcase_add_test(tc, ladder_list_or_range_not_both);
     suite_add_tcase(s, tc);
     tc = tcase_create("exchange");
     tcase_add_test(tc, exchanges_move_replicas_not_coordinates);
