@@ -27,7 +27,7 @@
  * the ion's surface); external() is 0 there and +inf outside.
  *
  * Bjerrum length: bjerrum = λ_B in Å, or (bjerrum = 0, the default) from
- * temperature (K, default 300) and epsilon_r (default 78.3):
+ * temperature (K, default 300) and epsilon_r (default 78.3), not both:
  * λ_B = e^2 / (4 pi eps0 eps_r k_B T) = 7.1137 Å at the defaults with SI
  * constants.  The paper quotes 7.117 Å for the same T and eps_r (0.05%
  * higher); configs reproducing it give bjerrum = 7.117.
@@ -102,9 +102,9 @@ static const metro_param_decl params[] = {
     {"bjerrum", METRO_PARAM_REAL, "0", 0, 1e6, NULL, "Å",
      "Bjerrum length λ_B (0: from temperature and epsilon_r)"},
     {"temperature", METRO_PARAM_REAL, "300", 1e-3, 1e6, NULL, "K",
-     "temperature for λ_B when bjerrum = 0"},
+     "temperature for λ_B when bjerrum = 0 (with bjerrum > 0: leave it out)"},
     {"epsilon_r", METRO_PARAM_REAL, "78.3", 1e-3, 1e6, NULL, "",
-     "relative permittivity of the solvent for λ_B when bjerrum = 0"},
+     "relative permittivity of the solvent for λ_B when bjerrum = 0 (with bjerrum > 0: leave it out)"},
     {"threads", METRO_PARAM_INT, "0", 0, 4096, NULL, "",
      "CPU threads of delta() and total() (0: the OpenMP default, all cores)"},
     {"max_attempts", METRO_PARAM_INT, "1000", 1, 1e9, NULL, "",
@@ -318,6 +318,16 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     }
     c->radius = R;
     double lb = host->param_real(p, "bjerrum");
+    /* a given bjerrum makes temperature and epsilon_r unused: one of them
+     * given as well (not at its default, as a resumed run's config.ini
+     * writes it) is a contradiction, not a choice */
+    for (const metro_param_decl *d = params; lb > 0 && d->name; ++d)
+        if ((!strcmp(d->name, "temperature") || !strcmp(d->name, "epsilon_r")) &&
+            host->param_real(p, d->name) != strtod(d->default_value, NULL)) {
+            host->fail(ctx, "bjerrum: give bjerrum or temperature/epsilon_r, not both (%s = %g is given too, and "
+                            "bjerrum = %g would ignore it)", d->name, host->param_real(p, d->name), lb);
+            goto fail;
+        }
     if (!(lb > 0)) {
         lb = coulomb_hs_bjerrum(host->param_real(p, "temperature"), host->param_real(p, "epsilon_r"));
         /* beside other terms (LJ units, a trap, ...) a λ_B from kelvin and a

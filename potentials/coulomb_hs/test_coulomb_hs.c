@@ -97,13 +97,26 @@ START_TEST(bjerrum_from_temperature)
     ck_assert_double_eq(fake_fact_of("cell_radius"), 50.0);
     api->destroy(c);
 
-    /* λ_B ∝ 1/(eps_r T); a given bjerrum wins */
+    /* λ_B ∝ 1/(eps_r T) */
     const char *kv2[] = {"valences=1,-1", "diameters=4", "cell_radius=50", "temperature=600", "epsilon_r=39.15"};
     c = make(10, &s, kv2, 5);
     ck_assert_double_eq_tol(fake_fact_of("bjerrum"), 7.11371, 2e-5);
     api->destroy(c);
+    /* a given bjerrum with a temperature or epsilon_r that it would ignore
+     * is refused (temperature = 1 was dropped without a word); at their
+     * defaults, as a resumed run's config.ini writes them, they pass */
     const char *kv3[] = {"valences=1,-1", "diameters=4", "cell_radius=50", "bjerrum=7.117", "temperature=1"};
-    c = make(10, &s, kv3, 5);
+    ck_assert_ptr_null(make(10, &s, kv3, 5));
+    ck_assert_str_eq(ctx.msg, "bjerrum: give bjerrum or temperature/epsilon_r, not both (temperature = 1 is given too, "
+                              "and bjerrum = 7.117 would ignore it)");
+    const char *kv4[] = {"valences=1,-1", "diameters=4", "cell_radius=50", "bjerrum=7.117", "epsilon_r=2"};
+    ck_assert_ptr_null(make(10, &s, kv4, 5));
+    ck_assert_msg(strstr(ctx.msg, "bjerrum: give bjerrum or temperature/epsilon_r, not both (epsilon_r = 2 ") != NULL,
+                  "%s", ctx.msg);
+    const char *kv5[] = {"valences=1,-1", "diameters=4", "cell_radius=50", "bjerrum=7.117", "temperature=300",
+                         "epsilon_r=78.3"};
+    c = make(10, &s, kv5, 6);
+    ck_assert_ptr_nonnull(c);
     ck_assert_double_eq(fake_fact_of("bjerrum"), 7.117);
     api->destroy(c);
 }
