@@ -7,7 +7,8 @@
  * is refused.  Otherwise (a lone coulomb_hs, as in seed 002) they are given
  * here as lists, up to METRO_MAX_SPECIES, one entry each:
  *   valences = 3, -1          z_s, units of e (required)
- *   diameters = 7.5           d_s in Å; one value applies to every species
+ *   diameters = 7.5           d_s in Å, > 0 for a charged species; one value
+ *                             applies to every species
  *   counts = 262144, 786432   particles of each species, summing to
  *                             [system] particles; the default 0 derives them
  *                             for one neutral species or two charged ones
@@ -90,7 +91,7 @@ static const metro_param_decl params[] = {
     {"valences", METRO_PARAM_REAL_LIST, "", -100, 100, NULL, "e",
      "valence z of each species (when [system] declares none)"},
     {"diameters", METRO_PARAM_REAL_LIST, "", 0, 1e6, NULL, "Å",
-     "hard-core diameter of each species (one value: the same for all; when [system] declares none)"},
+     "hard-core diameter of each species, > 0 when charged (one value: the same for all; when [system] declares none)"},
     {"counts", METRO_PARAM_REAL_LIST, "0", 0, 2e9, NULL, "",
      "particles of each species, summing to [system] particles (0: derived from electroneutrality)"},
     {"names", METRO_PARAM_STRING, "", 0, 0, NULL, "",
@@ -245,6 +246,18 @@ static int name_species(coulomb_hs *c, const metro_params *p)
     return 0;
 }
 
+/* Every charged species has a hard core: point charges of opposite sign
+ * would fall into each other (the energy runs to -inf, the chain freezes).
+ * key starts the message, where ends it. */
+static int hard_cores(coulomb_hs *c, const char *key, const char *where)
+{
+    for (int s = 0; s < c->nspecies; ++s)
+        if (c->z[s] != 0 && !(c->d[s] > 0))
+            return c->host->fail(c->ctx, "%sspecies '%s' carries charge %g but has no hard core: give it a diameter "
+                                         "> 0 (%s)", key, c->name[s], c->z[s], where);
+    return 0;
+}
+
 /* Species the core declared ([system] or the initial file): this term reads
  * them, and giving them here as well is a contradiction. */
 static int core_species(coulomb_hs *c, const metro_params *p, const metro_setup *setup)
@@ -271,12 +284,8 @@ static int core_species(coulomb_hs *c, const metro_params *p, const metro_setup 
         c->d[s] = setup->species_table[s].diameter;
         c->count[s] = setup->species_table[s].count;
         snprintf(c->name[s], sizeof c->name[s], "%s", setup->species_table[s].name);
-        /* point charges of opposite sign would fall into each other */
-        if (c->z[s] != 0 && !(c->d[s] > 0))
-            return h->fail(c->ctx, "species '%s' carries charge %g but has no hard core: give it a diameter > 0 "
-                                   "([system] diameters)",
-                           c->name[s], c->z[s]);
     }
+    if (hard_cores(c, "", "[system] diameters")) return -1;
     return check_neutral(c, p);
 }
 
@@ -291,7 +300,9 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     c->threads = (int)host->param_int(p, "threads");
     c->max_attempts = host->param_int(p, "max_attempts");
     if (setup->species ? core_species(c, p, setup) : read_species(c, p, setup->particles)) goto fail;
-    if (!setup->species && name_species(c, p)) goto fail;
+    if (!setup->species &&
+        (name_species(c, p) || hard_cores(c, "diameters: ", "point charges of opposite sign fall into each other")))
+        goto fail;
 
     double R = host->param_real(p, "cell_radius");
     double conc = host->param_real(p, "concentration");

@@ -160,6 +160,12 @@ START_TEST(bad_configs_are_refused)
         {10, {"valences=1,-1", "diameters=4", NULL, NULL}, "cell_radius"},
         {10, {"valences=1,-1,2", "diameters=4,4", "cell_radius=50", NULL}, "diameters"},
         {10, {"valences=1,-1", "diameters=200", "cell_radius=50", NULL}, "no room"},
+        /* point charges fell into each other (E = -174 for 8 ions, frozen) */
+        {8, {"valences=1,-1", "diameters=0", "cell_radius=50", NULL},
+         "diameters: species 'z+1' carries charge 1 but has no hard core: give it a diameter > 0 (point charges of "
+         "opposite sign fall into each other)"},
+        {8, {"valences=1,-1", "diameters=4,0", "cell_radius=50", "names=na,cl"},
+         "diameters: species 'cl' carries charge -1 but has no hard core"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         int n = 0;
@@ -168,6 +174,11 @@ START_TEST(bad_configs_are_refused)
         ck_assert_msg(c == NULL, "case %zu accepted", i);
         ck_assert_msg(strstr(ctx.msg, bad[i].says) != NULL, "case %zu: '%s' lacks '%s'", i, ctx.msg, bad[i].says);
     }
+    /* a neutral species may be a point */
+    const char *neutral[] = {"valences=0", "diameters=0", "cell_radius=50"};
+    void *c = make(8, &s, neutral, 3);
+    ck_assert_msg(c != NULL, "%s", ctx.msg);
+    api->destroy(c);
 }
 END_TEST
 
