@@ -16,7 +16,8 @@
  *   tune = false            during equilibration, every 100 sweeps multiply
  *                           step by (acceptance of those sweeps) /
  *                           target_acceptance, within [1/2, 2]; the tuned
- *                           step is logged when production starts
+ *                           step is logged when production starts (a
+ *                           warning when equilibration < 100 tuned nothing)
  *   target_acceptance = 0.5
  * Tuning happens at multiples of 100 sweeps of the run, however the core
  * splits its advance() calls, so a tuned run is reproducible and the CUDA
@@ -71,6 +72,8 @@ typedef struct metropolis {
     float step;
     int random_order;
     int tune, tune_reported;
+    int tuned;                  /* a tuning step has scaled the step */
+    long long equilibration;    /* [run] equilibration, for the warning */
     double target;
     long long tune_att0, tune_acc0;  /* counters at the last tuning */
     scheme_t scheme;            /* resolved at start() on CUDA */
@@ -186,6 +189,7 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
     m->random_order = strcmp(host->param_string(p, "order"), "sequential") != 0;
     m->tune = host->param_bool(p, "tune");
     m->target = host->param_real(p, "target_acceptance");
+    m->equilibration = setup->equilibration;
     const char *s = host->param_string(p, "scheme");
     m->scheme = !strcmp(s, "block") ? SCHEME_BLOCK : !strcmp(s, "reduction") ? SCHEME_REDUCTION
                                                                             : SCHEME_AUTO;
@@ -364,6 +368,7 @@ static int tune_step(metropolis *m, metro_state *st)
     double f = ((double)acc / (double)att) / m->target;
     f = f < 0.5 ? 0.5 : f > 2.0 ? 2.0 : f;
     m->step = (float)(m->step * f);
+    m->tuned = 1;
     return 0;
 }
 
@@ -372,8 +377,14 @@ static int advance(void *self, metro_state *st, long sweeps)
     metropolis *m = self;
     if (m->tune && st->measuring && !m->tune_reported) {
         m->tune_reported = 1;
-        m->host->log(m->ctx, METRO_LOG_INFO, "step tuned during equilibration to %.6g (target acceptance %g)",
-                     (double)m->step, m->target);
+        if (m->tuned)
+            m->host->log(m->ctx, METRO_LOG_INFO, "step tuned during equilibration to %.6g (target acceptance %g)",
+                         (double)m->step, m->target);
+        else /* equilibration shorter than one tuning interval: saying "tuned" would be false */
+            m->host->log(m->ctx, METRO_LOG_WARN,
+                         "tune = true, but nothing was tuned: the step is adjusted every %d sweeps of equilibration, "
+                         "and [run] equilibration = %lld (give it at least %d); the run keeps step = %g",
+                         TUNE_SWEEPS, m->equilibration, TUNE_SWEEPS, (double)m->step);
     }
     for (long done = 0; done < sweeps;) {
         long seg = sweeps - done;
@@ -430,7 +441,7 @@ static int finish(void *self, metro_state *st)
     if (fclose(f)) return m->host->fail(m->ctx, "cannot write acceptance.csv");
     m->host->log(m->ctx, METRO_LOG_INFO,
                  "acceptance %.4f (%lld of %lld trials) at T = %g, step %g%s", rate, c, a,
-                 m->temperature, (double)m->step, m->tune ? " (tuned)" : "");
+                 m->temperature, (double)m->step, m->tuned ? " (tuned)" : "");
     return 0;
 }
 
@@ -465,6 +476,9 @@ static int restore(void *self, const void *data, size_t size)
     if (m->tune) m->step = (float)m->saved.step; /* tuned: state; else: the config's */
     m->tune_att0 = m->saved.tune_attempted;
     m->tune_acc0 = m->saved.tune_accepted;
+    /* the counters at the last tuning leave the fresh chain's 0 only at a
+     * tuning step, so they tell whether one happened (the saved layout stays) */
+    m->tuned = m->tune && m->tune_att0 > 0;
     size_t rest = (size - sizeof(saved_state)) / sizeof(float);
     if (reserve_pool(m, rest)) return -1;
     if (rest) /* an empty pool may have no buffer: memcpy wants one even for 0 bytes */

@@ -104,6 +104,35 @@ START_TEST(step_tuning)
 }
 END_TEST
 
+START_TEST(tuning_without_equilibration_says_so)
+{
+    /* tuning happens at every 100 sweeps of equilibration: with fewer, the
+     * log said "step tuned during equilibration to 0.5 ... (tuned)" of a
+     * step nothing had tuned */
+    static const char *const sets[2][2] = {{"sampler.tune=true", "run.equilibration=0"},
+                                           {"sampler.tune=true", "run.equilibration=99"}};
+    for (int k = 0; k < 2; k++) {
+        char ini[2048], path[4200];
+        chain_ini(ini, sizeof ini, 13, 200, 0.5, 0.5, "random", "auto", 100);
+        metro_sim *sim = metro_test_sim(ini, "cpu", sets[k], 2);
+        metro_error err = {0};
+        ck_assert_msg(metro_sim_run(sim, &err) == METRO_OK, "%s", err.msg);
+        snprintf(path, sizeof path, "%s/log.txt", metro_test_run_dir());
+        char *log = metro_test_slurp(path);
+        ck_assert_ptr_nonnull(log);
+        ck_assert_msg(!strstr(log, "step tuned") && !strstr(log, "(tuned)"), "%s", log);
+        char want[256];
+        snprintf(want, sizeof want,
+                 "tune = true, but nothing was tuned: the step is adjusted every 100 sweeps of equilibration, and "
+                 "[run] equilibration = %d (give it at least 100); the run keeps step = 0.5", k ? 99 : 0);
+        ck_assert_msg(strstr(log, want) != NULL, "%s", log);
+        ck_assert_msg(strstr(log, ", step 0.5\n") != NULL, "%s", log);
+        free(log);
+        metro_sim_destroy(sim);
+    }
+}
+END_TEST
+
 START_TEST(tuning_ignores_call_sizes)
 {
     /* tuning happens at multiples of 100 sweeps of the run, so the chain
@@ -190,6 +219,7 @@ int main(void)
     tcase_add_test(tc, energy_bookkeeping);
     tcase_add_test(tc, orders_differ);
     tcase_add_test(tc, step_tuning);
+    tcase_add_test(tc, tuning_without_equilibration_says_so);
     tcase_add_test(tc, tuning_ignores_call_sizes);
     tcase_add_test(tc, tuned_resume_is_exact);
     tcase_add_test(tc, dimer_random);
