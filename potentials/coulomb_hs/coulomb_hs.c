@@ -381,6 +381,14 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
         k2 += 4.0 * M_PI * lb * (double)c->count[s] / vol * c->z[s] * c->z[s];
         phi += (double)c->count[s] * M_PI / 6.0 * c->d[s] * c->d[s] * c->d[s] / vol;
     }
+    /* spheres filling more than the cell: no placement and no file can
+     * hold them (a dry run passed such a system, the run failed later) */
+    if (phi > 1.0) {
+        host->fail(ctx, "%s: the ions' hard spheres would fill %.3g times the cell's volume (radius %g Å): no "
+                        "configuration holds them (random placement jams near a volume fraction of 0.38)",
+                   conc > 0 ? "concentration" : "cell_radius", phi, R);
+        goto fail;
+    }
     if (host->fact_set(ctx, "cell_radius", R) || host->fact_set(ctx, "bjerrum", lb)) goto fail;
     host->log(ctx, METRO_LOG_INFO,
               "%d species, cell radius %.6g Å, Bjerrum length %.6g Å, bare Debye length %.6g Å, "

@@ -166,6 +166,9 @@ START_TEST(bad_configs_are_refused)
          "opposite sign fall into each other)"},
         {8, {"valences=1,-1", "diameters=4,0", "cell_radius=50", "names=na,cl"},
          "diameters: species 'cl' carries charge -1 but has no hard core"},
+        /* more sphere volume than cell (a dry run passed it) */
+        {10, {"valences=1,-1", "diameters=4", "cell_radius=3", NULL},
+         "cell_radius: the ions' hard spheres would fill 2.96 times the cell's volume"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
         int n = 0;
@@ -417,8 +420,10 @@ START_TEST(too_dense_fails_cleanly)
 {
     setup_host();
     metro_setup s;
-    /* 2000 spheres of diameter 10 in a cell of radius 60: volume fraction 1.16 */
-    const char *kv[] = {"valences=1,-1", "diameters=10", "cell_radius=60", "max_attempts=200"};
+    /* 2000 spheres of diameter 10 in a cell of radius 70: volume fraction
+     * 0.73, which a packing could hold but random placement cannot (above
+     * 1, create() refuses: bad_configs_are_refused) */
+    const char *kv[] = {"valences=1,-1", "diameters=10", "cell_radius=70", "max_attempts=200"};
     const int n = 2000;
     void *c = make(n, &s, kv, 4);
     ck_assert_ptr_nonnull(c);
