@@ -365,11 +365,17 @@ START_TEST(set_names_itself)
     ck_assert_msg(strstr(err2.msg, "--set #10 run.output=xxx"), "got %s", err2.msg);
     ck_assert_msg(strstr(err2.msg, "...: longer than a line of config.ini may be (1048576 characters)"), "got %s", err2.msg);
     free(huge);
+    /* what the file refuses, config.ini written from a --set must not hold */
+    ck_assert_int_eq(metro__config_set(c, "run.output=runs/a # mine", 11, NULL, &err), METRO_EUSAGE);
+    ck_assert_int_eq(metro__config_set(c, "run.output=\"a b\"", 12, NULL, &err), METRO_EUSAGE);
+    ck_assert_int_eq(metro__config_set(c, "run.output=a#b", 13, NULL, &err), METRO_OK);
     ck_assert_str_eq(err.msg, "--set #3  .k=1: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)\n"
                               "--set #4 run. =1: expected SECTION.KEY=VALUE (e.g. --set sampler.temperature=0.5)\n"
                               "--set #5 run.output=a?[x]: a control character or line break (only text and tabs are allowed)\n"
                               "--set #7 run.output=a ;b: [run] output: a ';' after a blank would start a comment in config.ini (a value cannot hold it)\n"
-                              "--set #8 observable a]b.every=1: [observable a]b]: a section name cannot hold '[', ']' or a ';' after a blank\n");
+                              "--set #8 observable a]b.every=1: [observable a]b]: a section name cannot hold '[', ']' or a ';' after a blank\n"
+                              "--set #11 run.output=runs/a # mine: [run] output: a '#' after a blank, which config.ini refuses (other INI dialects read a comment there)\n"
+                              "--set #12 run.output=\"a b\": [run] output: a value in quotes, which config.ini refuses (the quotes would be part of the value)\n");
     metro__config_free(c);
 }
 END_TEST

@@ -275,6 +275,39 @@ static int put(metro__config *c, const char *section, const char *key, const cha
     return METRO_OK;
 }
 
+/* What other INI dialects read as a comment or as quoting would become
+ * part of the value here, silently (`output = runs/a # mine` made a folder
+ * of that name, `"a b"` one with the quotes): refused in the file, in a
+ * --set and in a plugin's default alike. */
+static int has_hash(const char *value)
+{
+    for (const char *v = value; *v; ++v)
+        if (*v == '#' && v > value && (v[-1] == ' ' || v[-1] == '\t')) return 1;
+    return 0;
+}
+
+static int is_quoted(const char *value)
+{
+    const size_t vl = strlen(value);
+    return vl >= 2 && (value[0] == '"' || value[0] == '\'') && value[vl - 1] == value[0];
+}
+
+const char *metro__config_value_problem(const char *value)
+{
+    int ctrl = 0;
+    for (const char *s = value; *s; ++s) ctrl |= iscntrl((unsigned char)*s) && *s != '\t';
+    const size_t vl = strlen(value);
+    if (ctrl) return "a control character or line break (only text and tabs are allowed)";
+    if (vl && (isspace((unsigned char)value[0]) || isspace((unsigned char)value[vl - 1])))
+        return "a blank at its start or end, which config.ini drops";
+    if (*scan_to(value, value + vl, NULL))
+        return "a ';' after a blank would start a comment in config.ini (a value cannot hold it)";
+    if (has_hash(value))
+        return "a '#' after a blank, which config.ini refuses (other INI dialects read a comment there)";
+    if (is_quoted(value)) return "a value in quotes, which config.ini refuses (the quotes would be part of the value)";
+    return NULL;
+}
+
 static int on_entry(void *user, const char *section, const char *name, const char *value)
 {
     reader *r = user;
@@ -282,14 +315,7 @@ static int on_entry(void *user, const char *section, const char *name, const cha
     if (r->long_key) name = r->long_key;
     if (r->long_value) value = r->long_value;
     const char *sec = r->section ? r->section : "";
-    /* what other INI dialects read as a comment or as quoting would become
-     * part of the value here, silently (`output = runs/a # mine` made a
-     * folder of that name, `"a b"` one with the quotes) */
-    const char *hash = NULL;
-    for (const char *v = value; *v && !hash; ++v)
-        if (*v == '#' && v > value && (v[-1] == ' ' || v[-1] == '\t')) hash = v;
-    const size_t vl = strlen(value);
-    const int quoted = vl >= 2 && (value[0] == '"' || value[0] == '\'') && value[vl - 1] == value[0];
+    const int hash = has_hash(value), quoted = is_quoted(value);
     if (r->lost) {
         /* under a broken header: reported there */
     } else if (hash || quoted) {
@@ -399,7 +425,7 @@ int metro__config_set(metro__config *c, const char *assignment, int index, const
     int rc;
     /* what the resolved config.ini could not hold as given */
     int bad_section = nsec && (strpbrk(nsec, "[]") || *scan_to(nsec, nsec + strlen(nsec), NULL));
-    int comment = *scan_to(val, val + strlen(val), NULL);
+    const char *bad_value = metro__config_value_problem(val);
     /* config.ini must hold it on one line: "[section]", "key = value" */
     size_t longest = nsec && k ? strlen(nsec) + 2 : 0;
     if (k && strlen(k) + strlen(val) + 3 > longest) longest = strlen(k) + strlen(val) + 3;
@@ -423,10 +449,8 @@ int metro__config_set(metro__config *c, const char *assignment, int index, const
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: [%s]: a section name cannot hold '[', ']' or a ';' after a blank", where, nsec);
         free(where);
-    } else if (comment) {
-        rc = metro__fail(err, METRO_EUSAGE,
-                         "%s: [%s] %s: a ';' after a blank would start a comment in config.ini (a value cannot hold it)",
-                         where, nsec, k);
+    } else if (bad_value) {
+        rc = metro__fail(err, METRO_EUSAGE, "%s: [%s] %s: %s", where, nsec, k, bad_value);
         free(where);
     } else {
         rc = put(c, nsec, k, val, "--set", index, where, 1, err);

@@ -56,11 +56,18 @@ int metro__config_read(const char *path, metro__config **out, metro_error *err);
 /* Apply "section.key=value" (the key is after the last '.' before '='),
  * replacing a value of the file.  index is its 1-based position among the
  * --set arguments: messages name it as "--set #index ASSIGNMENT".  METRO_OK,
- * or METRO_EUSAGE (no SECTION.KEY=VALUE shape, or a control character other
- * than a tab) with the message appended to err. */
+ * or METRO_EUSAGE (no SECTION.KEY=VALUE shape, a control character other
+ * than a tab, or a value config.ini could not hold:
+ * metro__config_value_problem) with the message appended to err. */
 /* label: where the assignment came from, for messages (NULL: the --set
  * itself, "--set #index TEXT") */
 int metro__config_set(metro__config *c, const char *assignment, int index, const char *label, metro_error *err);
+
+/* Why the resolved config.ini could not hold `value` as a key's value and
+ * read it back the same, or NULL when it can: a control character other
+ * than a tab, a blank at either end, a ';' or '#' after a blank, quotes
+ * around it.  The one rule for a --set's value and a plugin's default. */
+const char *metro__config_value_problem(const char *value);
 
 /* "SECTION.KEY" as metro__config_set reads the n bytes at a ("run .
  * sweeps" is run.sweeps), into out (size n_out): 1, or 0 and "" where
