@@ -42,21 +42,31 @@ END_TEST
 
 /* a plugin's own declarations are checked when it loads, so that none of
  * their mistakes is ever blamed on a user's config line */
+static const char *const decl_needles[] = {
+    "parameter 'knob' is declared twice",
+    "parameter 'span' has the range [5, -5]",
+    "parameter 'level': its default '1.5' is invalid: '1.5' is not an integer",
+    "parameter 'mode': its default 'c' is invalid: 'c' is not allowed (one of a|b)",
+    "parameter 'plugin' is one of the core's own keys",
+    "parameter 'x=y': not a key a config can hold",
+    "parameter 'odd' has the unknown type 42",
+    "parameter 'wide' has the range [-inf, 2]",
+    "parameter 'label': its default 'a ; b' would not read back from config.ini: a ';' after a blank",
+    "parameter 'label': its default 'a # b' would not read back from config.ini: a '#' after a blank",
+    "parameter 'label': its default '\"quoted\"' would not read back from config.ini: a value in quotes",
+    "parameter 'label': its default '  padded  ' would not read back from config.ini: a blank at its start or end",
+    "parameter 'label': its default 'a?knob = 2' would not read back from config.ini: a control character or line "
+    "break (only text and tabs are allowed)",
+    "parameter 'q': its doc holds a control character or line break (it is written on one comment line of "
+    "config.ini: only text and tabs are allowed)",
+    "parameter 'q': its unit holds a control character or line break",
+};
+
 START_TEST(bad_declarations)
 {
-    static const char *const needle[] = {
-        "parameter 'knob' is declared twice",
-        "parameter 'span' has the range [5, -5]",
-        "parameter 'level': its default '1.5' is invalid: '1.5' is not an integer",
-        "parameter 'mode': its default 'c' is invalid: 'c' is not allowed (one of a|b)",
-        "parameter 'plugin' is one of the core's own keys",
-        "parameter 'x=y': not a key a config can hold",
-        "parameter 'odd' has the unknown type 42",
-        "parameter 'wide' has the range [-inf, 2]",
-    };
     char file[512];
     snprintf(file, sizeof file, FAKE "/a/decl%d.so", _i + 1);
-    expect_refused(file, needle[_i]);
+    expect_refused(file, decl_needles[_i]);
 }
 END_TEST
 
@@ -157,7 +167,7 @@ int main(void)
     tcase_add_test(tc, not_a_file);
     tcase_add_test(tc, duplicate);
     tcase_add_test(tc, bad_name);
-    tcase_add_loop_test(tc, bad_declarations, 0, 8);
+    tcase_add_loop_test(tc, bad_declarations, 0, (int)(sizeof decl_needles / sizeof *decl_needles));
     tcase_add_loop_exit_test(tc, undeclared_read_exits, METRO_ERUN, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("search");

@@ -292,12 +292,17 @@ static int is_quoted(const char *value)
     return vl >= 2 && (value[0] == '"' || value[0] == '\'') && value[vl - 1] == value[0];
 }
 
+static int has_control(const char *s)
+{
+    for (; *s; ++s)
+        if (iscntrl((unsigned char)*s) && *s != '\t') return 1;
+    return 0;
+}
+
 const char *metro__config_value_problem(const char *value)
 {
-    int ctrl = 0;
-    for (const char *s = value; *s; ++s) ctrl |= iscntrl((unsigned char)*s) && *s != '\t';
     const size_t vl = strlen(value);
-    if (ctrl) return "a control character or line break (only text and tabs are allowed)";
+    if (has_control(value)) return "a control character or line break (only text and tabs are allowed)";
     if (vl && (isspace((unsigned char)value[0]) || isspace((unsigned char)value[vl - 1])))
         return "a blank at its start or end, which config.ini drops";
     if (*scan_to(value, value + vl, NULL))
@@ -420,8 +425,7 @@ int metro__config_set(metro__config *c, const char *assignment, int index, const
     for (char *e = val + strlen(val); e > val && isspace((unsigned char)e[-1]);) *--e = 0;
     /* a control character would not survive the resolved config.ini (a
      * line break there starts a new line), so the run could not be redone */
-    int ctrl = 0;
-    for (const char *s = assignment; *s; ++s) ctrl |= iscntrl((unsigned char)*s) && *s != '\t';
+    int ctrl = has_control(assignment);
     int rc;
     /* what the resolved config.ini could not hold as given */
     int bad_section = nsec && (strpbrk(nsec, "[]") || *scan_to(nsec, nsec + strlen(nsec), NULL));
@@ -735,6 +739,14 @@ int metro__decls_check(const metro_param_decl *decls, const char *const *reserve
             snprintf(why, n, "parameter '%s' is declared without a doc line", d->name);
             return -1;
         }
+        /* the doc and the unit are one comment line of the resolved
+         * config.ini: a line break there writes lines of their own */
+        if (has_control(d->doc) || (d->unit && has_control(d->unit))) {
+            snprintf(why, n, "parameter '%s': its %s holds a control character or line break (it is written on one "
+                             "comment line of config.ini: only text and tabs are allowed)",
+                     d->name, has_control(d->doc) ? "doc" : "unit");
+            return -1;
+        }
         const int ranged = d->type == METRO_PARAM_INT || d->type == METRO_PARAM_REAL || d->type == METRO_PARAM_REAL_LIST;
         if (ranged && !(isfinite(d->min) && isfinite(d->max) && d->min <= d->max)) {
             snprintf(why, n, "parameter '%s' has the range [%g, %g] (it needs finite ends, min <= max)", d->name,
@@ -750,6 +762,18 @@ int metro__decls_check(const metro_param_decl *decls, const char *const *reserve
                          d->name, c ? c : "");
                 return -1;
             }
+        }
+        /* a default is written to the resolved config.ini as its value,
+         * from which a re-run reads it back */
+        const char *unwritable = d->default_value ? metro__config_value_problem(d->default_value) : NULL;
+        if (unwritable) {
+            char shown[72];
+            snprintf(shown, sizeof shown, "%.64s", d->default_value);
+            for (char *c = shown; *c; ++c)
+                if (iscntrl((unsigned char)*c)) *c = '?';
+            snprintf(why, n, "parameter '%s': its default '%s' would not read back from config.ini: %s", d->name, shown,
+                     unwritable);
+            return -1;
         }
         if (d->default_value) {
             struct metro__value v = {0};

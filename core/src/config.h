@@ -128,8 +128,10 @@ void metro__decl_allowed(const metro_param_decl *d, char *buf, size_t n);
  * mistakes are never blamed on a user's config: each name a key a config
  * can hold ([A-Za-z_][A-Za-z0-9_]*), given once, not one of the core's
  * keys `reserved`; a known type; a finite range with min <= max; choices
- * "a|b" without an empty one; a default that its own rule accepts.  0, or
- * -1 with what is wrong (naming the parameter) in why. */
+ * "a|b" without an empty one; a default that its own rule accepts and
+ * config.ini can hold (metro__config_value_problem); a doc and a unit
+ * without a control character (config.ini's comment line).  0, or -1 with
+ * what is wrong (naming the parameter) in why. */
 int metro__decls_check(const metro_param_decl *decls, const char *const *reserved, char *why, size_t n);
 
 /* The host-API getters (an undeclared name or the wrong type is a plugin

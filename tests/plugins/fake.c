@@ -48,6 +48,21 @@ __attribute__((unused)) static const metro_param_decl params[] = {
     {"odd", (metro_param_type)42, "1", 0, 2, NULL, "", "an unknown type"},
 #elif FAKE_DECL == 8
     {"wide", METRO_PARAM_REAL, "1", -__builtin_inf(), 2, NULL, "", "an infinite end"},
+/* 9-15: what the resolved config.ini could not write and read back */
+#elif FAKE_DECL == 9
+    {"label", METRO_PARAM_STRING, "a ; b", 0, 0, NULL, "", "a comment in the default"},
+#elif FAKE_DECL == 10
+    {"label", METRO_PARAM_STRING, "a # b", 0, 0, NULL, "", "another dialect's comment"},
+#elif FAKE_DECL == 11
+    {"label", METRO_PARAM_STRING, "\"quoted\"", 0, 0, NULL, "", "quotes"},
+#elif FAKE_DECL == 12
+    {"label", METRO_PARAM_STRING, "  padded  ", 0, 0, NULL, "", "blanks the reader trims"},
+#elif FAKE_DECL == 13
+    {"label", METRO_PARAM_STRING, "a\nknob = 2", 0, 0, NULL, "", "a line of its own"},
+#elif FAKE_DECL == 14
+    {"q", METRO_PARAM_REAL, "1", 0, 10, NULL, "", "first line\nknob = 2"},
+#elif FAKE_DECL == 15
+    {"q", METRO_PARAM_REAL, "1", 0, 10, NULL, "K\r", "a unit with a carriage return"},
 #endif
     METRO_PARAM_END};
 
