@@ -60,6 +60,8 @@ static const char *const decl_needles[] = {
     "parameter 'q': its doc holds a control character or line break (it is written on one comment line of "
     "config.ini: only text and tabs are allowed)",
     "parameter 'q': its unit holds a control character or line break",
+    "parameter 'mode': its choices 'soft | hard' hold one no config can give: a blank at its start or end, which "
+    "config.ini drops (choices are separated by '|' without blanks: \"a|b|c\")",
 };
 
 START_TEST(bad_declarations)

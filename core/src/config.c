@@ -762,6 +762,26 @@ int metro__decls_check(const metro_param_decl *decls, const char *const *reserve
                          d->name, c ? c : "");
                 return -1;
             }
+            /* a value is read trimmed, so "soft | hard" was a choice no
+             * config could give (its default alone was refused) */
+            for (const char *p = c;;) {
+                const char *bar = strchr(p, '|');
+                char *one = xstrndup(p, bar ? (size_t)(bar - p) : strlen(p));
+                const char *bad = metro__config_value_problem(one);
+                if (bad) {
+                    char shown[72];
+                    snprintf(shown, sizeof shown, "%.64s", c);
+                    for (char *q = shown; *q; ++q)
+                        if (iscntrl((unsigned char)*q)) *q = '?';
+                    snprintf(why, n, "parameter '%s': its choices '%s' hold one no config can give: %s (choices are "
+                                     "separated by '|' without blanks: \"a|b|c\")", d->name, shown, bad);
+                    free(one);
+                    return -1;
+                }
+                free(one);
+                if (!bar) break;
+                p = bar + 1;
+            }
         }
         /* a default is written to the resolved config.ini as its value,
          * from which a re-run reads it back */

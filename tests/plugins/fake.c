@@ -63,6 +63,8 @@ __attribute__((unused)) static const metro_param_decl params[] = {
     {"q", METRO_PARAM_REAL, "1", 0, 10, NULL, "", "first line\nknob = 2"},
 #elif FAKE_DECL == 15
     {"q", METRO_PARAM_REAL, "1", 0, 10, NULL, "K\r", "a unit with a carriage return"},
+#elif FAKE_DECL == 16
+    {"mode", METRO_PARAM_CHOICE, NULL, 0, 0, "soft | hard", "", "blanks around the '|'"},
 #endif
     METRO_PARAM_END};
 

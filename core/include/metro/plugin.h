@@ -77,7 +77,7 @@ typedef enum metro_param_type {
     METRO_PARAM_INT = 1,    /* long; range [min, max] */
     METRO_PARAM_REAL,       /* double; range [min, max] */
     METRO_PARAM_BOOL,       /* true/false, yes/no, on/off, 1/0 */
-    METRO_PARAM_CHOICE,     /* one of choices, "a|b|c" */
+    METRO_PARAM_CHOICE,     /* one of choices, "a|b|c" (no blanks around '|') */
     METRO_PARAM_STRING,     /* any text */
     METRO_PARAM_REAL_LIST   /* comma-separated doubles, each in [min, max] */
 } metro_param_type;
@@ -89,7 +89,7 @@ typedef struct metro_param_decl {
     metro_param_type type;
     const char *default_value;
     double min, max;         /* INT, REAL, REAL_LIST; ignored otherwise */
-    const char *choices;     /* CHOICE: "a|b|c" */
+    const char *choices;     /* CHOICE: "a|b|c", no blanks around '|' */
     const char *unit;        /* "" when dimensionless */
     const char *doc;         /* one line */
 } metro_param_decl;
