@@ -31,6 +31,14 @@ START_TEST(misnamed) { expect_refused(FAKE "/a/misnamed.so", "calls itself 'some
 END_TEST
 START_TEST(missing_function) { expect_refused(FAKE "/a/missing_fn.so", "lacks the required function advance()"); }
 END_TEST
+/* plugin.h: bond is NULL unless flags has BONDS; a lone term was run
+ * without ever calling it, and composed it failed to link on the GPU */
+START_TEST(bonds_without_bond)
+{
+    expect_refused(FAKE "/a/bonds_no_fn.so", "potential plugin 'bonds_no_fn' has flags METRO_POTENTIAL_BONDS but no "
+                                             "bond()");
+}
+END_TEST
 START_TEST(not_a_file) { expect_refused(FAKE "/a/nothing_here.so", "no such plugin file"); }
 END_TEST
 
@@ -166,6 +174,7 @@ int main(void)
     tcase_add_test(tc, no_entry);
     tcase_add_test(tc, misnamed);
     tcase_add_test(tc, missing_function);
+    tcase_add_test(tc, bonds_without_bond);
     tcase_add_test(tc, not_a_file);
     tcase_add_test(tc, duplicate);
     tcase_add_test(tc, bad_name);

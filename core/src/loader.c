@@ -96,6 +96,17 @@ static int check_api(const metro_plugin *d, const char *path, metro_error *err)
     if (missing)
         return metro__fail(err, METRO_EUSAGE, "%s: %s plugin '%s' lacks the required function %s()",
                            path, metro__kind_name(d->kind), d->name, missing);
+    /* plugin.h: bond is NULL unless flags has BONDS.  The flag makes the
+     * term the owner of the system's bonds, whose energy it then never
+     * gave: a lone term ran without it on the CPU, and its device code
+     * failed to link on the GPU */
+    if (d->kind == METRO_KIND_POTENTIAL) {
+        const metro_potential_api *a = d->api;
+        if ((a->flags & METRO_POTENTIAL_BONDS) && !a->bond)
+            return metro__fail(err, METRO_EUSAGE, "%s: potential plugin '%s' has flags METRO_POTENTIAL_BONDS but no "
+                                                  "bond() (the term that owns the bonds gives their energy: set .bond, "
+                                                  "or leave the flag out)", path, d->name);
+    }
     return METRO_OK;
 }
 

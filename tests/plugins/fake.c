@@ -29,6 +29,34 @@ __attribute__((unused)) static const metro_sampler_api api = {
 #endif
     s_sync, s_sync, s_save, s_restore, NULL, NULL, NULL, NULL, NULL};
 
+/* FAKE_BONDS_NO_FN: a potential that says it owns the bonds
+ * (METRO_POTENTIAL_BONDS) without their energy function bond() */
+#ifdef FAKE_BONDS_NO_FN
+static const void *p_params(void *self, size_t *size) { (void)self; *size = 0; return NULL; }
+static int p_initial(void *self, metro_ctx *c, metro_float4 *pos, int n)
+{
+    (void)self; (void)c; (void)pos; (void)n;
+    return 0;
+}
+static double p_delta(void *self, const metro_float4 *pos, int n, int i, metro_float4 t)
+{
+    (void)self; (void)pos; (void)n; (void)i; (void)t;
+    return 0;
+}
+static double p_total(void *self, const metro_float4 *pos, int n) { (void)self; (void)pos; (void)n; return 0; }
+static float p_pair(void *self, metro_float4 a, metro_float4 b) { (void)self; (void)a; (void)b; return 0; }
+static float p_external(void *self, metro_float4 a) { (void)self; (void)a; return 0; }
+static const metro_potential_api pot_api = {
+    .version = METRO_ABI_VERSION, .create = s_create, .destroy = s_destroy, .device_params = p_params,
+    .initial = p_initial, .delta = p_delta, .total = p_total, .flags = METRO_POTENTIAL_BONDS,
+    .pair = p_pair, .external = p_external};
+#define FAKE_KIND METRO_KIND_POTENTIAL
+#define FAKE_API (&pot_api)
+#else
+#define FAKE_KIND METRO_KIND_SAMPLER
+#define FAKE_API (&api)
+#endif
+
 /* FAKE_DECL: one mistake in the declarations (a second parameter) */
 __attribute__((unused)) static const metro_param_decl params[] = {
     {"knob", METRO_PARAM_REAL, "1", 0, 2, NULL, "", "a knob"},
@@ -71,8 +99,8 @@ __attribute__((unused)) static const metro_param_decl params[] = {
 #ifndef FAKE_NO_ENTRY
 METRO_EXPORT const metro_plugin *metro_plugin_entry(void)
 {
-    static metro_plugin d = {METRO_ABI_VERSION, METRO_KIND_SAMPLER, FAKE_NAME, "0.0.1",
-                             "a deliberately broken plugin", params, &api, NULL, 0};
+    static metro_plugin d = {METRO_ABI_VERSION, FAKE_KIND, FAKE_NAME, "0.0.1",
+                             "a deliberately broken plugin", params, FAKE_API, NULL, 0};
 #ifdef FAKE_BAD_ABI
     d.abi_version = 999;
 #endif
