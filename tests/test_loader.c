@@ -80,6 +80,37 @@ START_TEST(bad_declarations)
 }
 END_TEST
 
+/* METRO_PLUGIN checks the api table against the kind at compile time: a
+ * table of another kind is an error, not a warning that left a potential's
+ * table to be read as a sampler's (the loader then named a function it
+ * lacked); a table need not be const */
+START_TEST(wrong_kind_does_not_compile)
+{
+    static const char *const sources[] = {
+        "static const metro_potential_api api = {METRO_ABI_VERSION};\nMETRO_PLUGIN(potential, \"t\", \"1\", \"s\", NULL, api)",
+        "static metro_sampler_api api = {METRO_ABI_VERSION};\nMETRO_PLUGIN(sampler, \"t\", \"1\", \"s\", NULL, api)",
+        "static const metro_potential_api api = {METRO_ABI_VERSION};\nMETRO_PLUGIN(sampler, \"t\", \"1\", \"s\", NULL, api)",
+    };
+    char dir[] = "/tmp/metro-kind-XXXXXX", cmd[4096];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    for (int k = 0; k < 3; ++k) {
+        metro_test_write(dir, "t.c", "#include \"metro/plugin.h\"\n%s\n", sources[k]);
+        snprintf(cmd, sizeof cmd, "%s -std=c11 -fsyntax-only -I%s/core/include %s %s/t.c > %s/log 2>&1", METRO_TEST_CC,
+                 METRO_TEST_SOURCE_DIR, METRO_TEST_CUDA_INC, dir, dir);
+        const int rc = system(cmd);
+        snprintf(cmd, sizeof cmd, "%s/log", dir);
+        char *log = metro_test_slurp(cmd);
+        if (k < 2) ck_assert_msg(rc == 0, "%s did not compile: %s", sources[k], log ? log : "");
+        else ck_assert_msg(rc != 0 && log && strstr(log, "METRO_PLUGIN(sampler, ...): the api table is not a "
+                                                         "metro_sampler_api"),
+                           "%s compiled (exit %d): %s", sources[k], rc, log ? log : "");
+        free(log);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* reading a parameter the plugin never declared ends the process with a
  * message and exit 1 (run time), not abort() */
 START_TEST(undeclared_read_exits)
@@ -175,6 +206,7 @@ int main(void)
     tcase_add_test(tc, misnamed);
     tcase_add_test(tc, missing_function);
     tcase_add_test(tc, bonds_without_bond);
+    tcase_add_test(tc, wrong_kind_does_not_compile);
     tcase_add_test(tc, not_a_file);
     tcase_add_test(tc, duplicate);
     tcase_add_test(tc, bad_name);

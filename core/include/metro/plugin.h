@@ -562,7 +562,9 @@ extern const size_t metro_device_ir_size __attribute__((weak));
 
 /* METRO_PLUGIN(kind, name, version, summary, params, api): defines the
  * entry symbol.  The api argument is type-checked against the kind's table
- * at compile time (the Linux module_init trick). */
+ * at compile time: in C11 a table of another kind is an error of its own
+ * (_Generic: a pointer's return alone was only a warning, and the loader
+ * then read a potential's table as a sampler's); in C++ the return is. */
 #define METRO__API_TYPE_1 metro_potential_api
 #define METRO__API_TYPE_2 metro_sampler_api
 #define METRO__API_TYPE_3 metro_observable_api
@@ -572,7 +574,18 @@ extern const size_t metro_device_ir_size __attribute__((weak));
 #define METRO__KIND_sampler 2
 #define METRO__KIND_observable 3
 
+#if defined(__cplusplus) || !defined(__STDC_VERSION__) || __STDC_VERSION__ < 201112L
+#define METRO__API_KIND_CHECK(kind_, api_) /* C++ and C before C11: the return's check alone */
+#else
+#define METRO__API_KIND_CHECK(kind_, api_)                                               \
+    _Static_assert(_Generic(&(api_), const METRO__API_TYPE(METRO__KIND_##kind_) *: 1,    \
+                            METRO__API_TYPE(METRO__KIND_##kind_) *: 1, default: 0),       \
+                   "METRO_PLUGIN(" #kind_ ", ...): the api table is not a metro_" #kind_ \
+                   "_api (the kind and the table disagree)");
+#endif
+
 #define METRO_PLUGIN(kind_, name_, version_, summary_, params_, api_)                  \
+    METRO__API_KIND_CHECK(kind_, api_)                                               \
     static const METRO__API_TYPE(METRO__KIND_##kind_) *metro__api_check(void)         \
     {                                                                                \
         return &(api_);                                                              \
