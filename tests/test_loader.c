@@ -23,6 +23,13 @@ static void expect_refused(const char *file, const char *needle)
 
 START_TEST(wrong_abi) { expect_refused(FAKE "/a/bad_abi.so", "ABI version 999"); }
 END_TEST
+/* the descriptor's version is METRO_PLUGIN's; the table's is the author's */
+START_TEST(table_version)
+{
+    expect_refused(FAKE "/a/table_version.so", "its function table says .version = 1; write .version = "
+                                               "METRO_ABI_VERSION");
+}
+END_TEST
 START_TEST(wrong_kind) { expect_refused(FAKE "/a/bad_kind.so", "unknown plugin kind 7"); }
 END_TEST
 START_TEST(no_entry) { expect_refused(FAKE "/a/no_entry.so", "no symbol metro_plugin_entry"); }
@@ -202,6 +209,7 @@ int main(void)
     TCase *tc = tcase_create("refusals");
     tcase_add_test(tc, wrong_abi);
     tcase_add_test(tc, wrong_kind);
+    tcase_add_test(tc, table_version);
     tcase_add_test(tc, no_entry);
     tcase_add_test(tc, misnamed);
     tcase_add_test(tc, missing_function);

@@ -166,7 +166,10 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
         rc = metro__fail(err, METRO_EUSAGE, "%s: calls itself '%s'; a plugin's name must match its file (%.*s.so)",
                          path, d->name, (int)stem, base);
     else if (((const uint32_t *)d->api)[0] != METRO_ABI_VERSION)
-        rc = metro__fail(err, METRO_EUSAGE, "%s: function table version %u not understood (%u)", path,
+        /* METRO_PLUGIN writes the descriptor's version; the table's first
+         * member is the author's to write */
+        rc = metro__fail(err, METRO_EUSAGE, "%s: its function table says .version = %u; write .version = "
+                                            "METRO_ABI_VERSION (%u) in the table", path,
                          ((const uint32_t *)d->api)[0], METRO_ABI_VERSION);
     else
         rc = check_api(d, path, err);

@@ -20,8 +20,11 @@ static int s_sync(void *self, metro_state *st) { (void)self; (void)st; return 0;
 static int s_save(void *self) { (void)self; return 0; }
 static int s_restore(void *self, const void *d, size_t n) { (void)self; (void)d; (void)n; return 0; }
 
+#ifndef FAKE_TABLE_VERSION
+#define FAKE_TABLE_VERSION METRO_ABI_VERSION
+#endif
 __attribute__((unused)) static const metro_sampler_api api = {
-    METRO_ABI_VERSION, s_create, s_destroy, s_start,
+    FAKE_TABLE_VERSION, s_create, s_destroy, s_start,
 #ifdef FAKE_MISSING_FN
     NULL, /* advance missing */
 #else
