@@ -118,6 +118,29 @@ START_TEST(wrong_kind_does_not_compile)
 }
 END_TEST
 
+/* A potential whose total() turns NaN is named at the next energy check:
+ * no drift of the sampler's, and no delta(), is to blame (the message said
+ * so).  tests/plugins/nanpot.c: NaN from total()'s second call on. */
+START_TEST(nan_total_is_named)
+{
+    setenv("METRO_PLUGIN_PATH", FAKE "/obs", 1);
+    char dir[] = "/tmp/metro-nantotal-XXXXXX", cmd[512];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    metro_test_write(dir, "t.ini", "[run]\nsweeps = 4\nequilibration = 0\n[system]\nparticles = 8\n[potential]\n"
+                                   "plugin = nanpot\nbad = -1\nnan_total = 2\n[sampler]\nplugin = metropolis\n"
+                                   "temperature = 1\n");
+    char *e;
+    const int rc = metro_test_clif(&e, "run %s/t.ini --device cpu --output %s/out --quiet", dir, dir);
+    ck_assert_msg(rc == 1 && strstr(e, "energy check at sweep 1: replica 0 runs at E = 0 but recomputes to nan: the "
+                                       "potential's total() gave a non-finite energy ([potential] nanpot)") &&
+                      !strstr(e, "bookkeeping"),
+                  "exit %d: %s", rc, e);
+    free(e);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* reading a parameter the plugin never declared ends the process with a
  * message and exit 1 (run time), not abort() */
 START_TEST(undeclared_read_exits)
@@ -220,6 +243,7 @@ int main(void)
     tcase_add_test(tc, bad_name);
     tcase_add_loop_test(tc, bad_declarations, 0, (int)(sizeof decl_needles / sizeof *decl_needles));
     tcase_add_loop_exit_test(tc, undeclared_read_exits, METRO_ERUN, 0, 2);
+    tcase_add_test(tc, nan_total_is_named);
     suite_add_tcase(s, tc);
     tc = tcase_create("search");
     tcase_add_test(tc, search_path_order);

@@ -125,7 +125,17 @@ static int check_energy(metro_sim *sim, double *worst, int resync, metro_error *
         double scale = fmax(fabs(e[r]), (double)st->particles);
         double drift = fabs(st->energy[r] - e[r]) / scale;
         if (!(drift <= *worst)) *worst = drift;
-        if (!isfinite(e[r]) || !(drift <= sim->drift_tolerance))
+        if (isnan(e[r]))
+            /* the sum itself has no number: no move's bookkeeping is to
+             * blame, and drift says nothing */
+            rc = metro__fail(err, METRO_ERUN,
+                             "energy check at sweep %lld: replica %d runs at E = %.10g but recomputes to %g: %s%s gave a "
+                             "non-finite energy ([potential] %s)",
+                             st->sweep, r, st->energy[r], e[r], sim->smp_api->total ? "the sampler's total() or " : "",
+                             st->backend == METRO_BACKEND_CUDA ? "the potential's device energy functions"
+                                                               : "the potential's total()",
+                             sim->pot_name);
+        else if (!isfinite(e[r]) || !(drift <= sim->drift_tolerance))
             rc = metro__fail(err, METRO_ERUN,
                              "energy check at sweep %lld: replica %d runs at E = %.10g but recomputes to %.10g "
                              "(relative drift %.3g > drift_tolerance %.3g): the sampler's bookkeeping or the potential's delta() is wrong",
