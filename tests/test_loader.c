@@ -30,6 +30,13 @@ START_TEST(table_version)
                                                "METRO_ABI_VERSION");
 }
 END_TEST
+/* the summary and version are one comment line of config.ini */
+START_TEST(summary_line_break)
+{
+    expect_refused(FAKE "/a/summary_nl.so", "its summary holds a control character or line break (it is written on "
+                                            "one comment line of config.ini: only text and tabs are allowed)");
+}
+END_TEST
 START_TEST(wrong_kind) { expect_refused(FAKE "/a/bad_kind.so", "unknown plugin kind 7"); }
 END_TEST
 START_TEST(no_entry) { expect_refused(FAKE "/a/no_entry.so", "no symbol metro_plugin_entry"); }
@@ -233,6 +240,7 @@ int main(void)
     tcase_add_test(tc, wrong_abi);
     tcase_add_test(tc, wrong_kind);
     tcase_add_test(tc, table_version);
+    tcase_add_test(tc, summary_line_break);
     tcase_add_test(tc, no_entry);
     tcase_add_test(tc, misnamed);
     tcase_add_test(tc, missing_function);

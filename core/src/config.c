@@ -292,7 +292,7 @@ static int is_quoted(const char *value)
     return vl >= 2 && (value[0] == '"' || value[0] == '\'') && value[vl - 1] == value[0];
 }
 
-static int has_control(const char *s)
+int metro__config_has_control(const char *s)
 {
     for (; *s; ++s)
         if (iscntrl((unsigned char)*s) && *s != '\t') return 1;
@@ -302,7 +302,8 @@ static int has_control(const char *s)
 const char *metro__config_value_problem(const char *value)
 {
     const size_t vl = strlen(value);
-    if (has_control(value)) return "a control character or line break (only text and tabs are allowed)";
+    if (metro__config_has_control(value))
+        return "a control character or line break (only text and tabs are allowed)";
     if (vl && (isspace((unsigned char)value[0]) || isspace((unsigned char)value[vl - 1])))
         return "a blank at its start or end, which config.ini drops";
     if (*scan_to(value, value + vl, NULL))
@@ -425,7 +426,7 @@ int metro__config_set(metro__config *c, const char *assignment, int index, const
     for (char *e = val + strlen(val); e > val && isspace((unsigned char)e[-1]);) *--e = 0;
     /* a control character would not survive the resolved config.ini (a
      * line break there starts a new line), so the run could not be redone */
-    int ctrl = has_control(assignment);
+    int ctrl = metro__config_has_control(assignment);
     int rc;
     /* what the resolved config.ini could not hold as given */
     int bad_section = nsec && (strpbrk(nsec, "[]") || *scan_to(nsec, nsec + strlen(nsec), NULL));
@@ -741,10 +742,10 @@ int metro__decls_check(const metro_param_decl *decls, const char *const *reserve
         }
         /* the doc and the unit are one comment line of the resolved
          * config.ini: a line break there writes lines of their own */
-        if (has_control(d->doc) || (d->unit && has_control(d->unit))) {
+        if (metro__config_has_control(d->doc) || (d->unit && metro__config_has_control(d->unit))) {
             snprintf(why, n, "parameter '%s': its %s holds a control character or line break (it is written on one "
                              "comment line of config.ini: only text and tabs are allowed)",
-                     d->name, has_control(d->doc) ? "doc" : "unit");
+                     d->name, metro__config_has_control(d->doc) ? "doc" : "unit");
             return -1;
         }
         const int ranged = d->type == METRO_PARAM_INT || d->type == METRO_PARAM_REAL || d->type == METRO_PARAM_REAL_LIST;

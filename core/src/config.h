@@ -63,6 +63,10 @@ int metro__config_read(const char *path, metro__config **out, metro_error *err);
  * itself, "--set #index TEXT") */
 int metro__config_set(metro__config *c, const char *assignment, int index, const char *label, metro_error *err);
 
+/* 1 when s holds what one line of config.ini cannot keep: a control
+ * character other than a tab (a line break starts another line). */
+int metro__config_has_control(const char *s);
+
 /* Why the resolved config.ini could not hold `value` as a key's value and
  * read it back the same, or NULL when it can: a control character other
  * than a tab, a blank at either end, a ';' or '#' after a blank, quotes

@@ -159,6 +159,11 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
     else if (!d->name || !d->version || !d->summary || !d->api)
         rc = metro__fail(err, METRO_EUSAGE, "%s: descriptor lacks %s", path,
                          !d->name ? "a name" : !d->version ? "a version" : !d->summary ? "a summary" : "its function table");
+    else if (metro__config_has_control(d->version) || metro__config_has_control(d->summary))
+        /* config.ini names each section's plugin on a comment line */
+        rc = metro__fail(err, METRO_EUSAGE, "%s: its %s holds a control character or line break (it is written on one "
+                                            "comment line of config.ini: only text and tabs are allowed)",
+                         path, metro__config_has_control(d->version) ? "version" : "summary");
     else if (!metro__identifier(d->name))
         rc = metro__fail(err, METRO_EUSAGE, "%s: '%s' is not a plugin name: letters, digits and _, not starting with "
                                             "a digit (its device code's names are built from it)", path, d->name);

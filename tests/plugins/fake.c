@@ -107,6 +107,9 @@ METRO_EXPORT const metro_plugin *metro_plugin_entry(void)
 #ifdef FAKE_BAD_ABI
     d.abi_version = 999;
 #endif
+#ifdef FAKE_SUMMARY_NL
+    d.summary = "a summary\n[run]";
+#endif
 #ifdef FAKE_BAD_KIND
     d.kind = (metro_kind)7;
 #endif
