@@ -338,6 +338,21 @@ START_TEST(bad_system_writes_nothing)
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);
         ck_assert_msg(stat(p, &sb) != 0, "%s was created", p);
     }
+    /* that clean-up takes only what the failed run made: an --overwrite
+     * refused before it wrote anything (a system folder holds a folder of
+     * the user's) leaves the old ensemble as it was (its config.ini and
+     * tables went) */
+    metro_test_write(dir, "two.ini", brush_ini, 8, "systems = 2\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/two.ini --device " DEVICE " --output %s/two --quiet", dir, dir), 0);
+    free(e);
+    snprintf(p, sizeof p, "%s/two/system_001/mine", dir);
+    ck_assert_int_eq(mkdir(p, 0777), 0);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/two.ini --device " DEVICE " --output %s/two --overwrite --quiet", dir, dir),
+                     2);
+    ck_assert_msg(strstr(e, "holds a folder of its own"), "%s", e);
+    free(e);
+    snprintf(p, sizeof p, "%s/two/config.ini", dir);
+    ck_assert_msg(stat(p, &sb) == 0, "the refused --overwrite removed %s", p);
     cleanup();
 }
 END_TEST

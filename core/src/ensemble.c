@@ -640,27 +640,10 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         snprintf(path, sizeof path, "%s/config.ini", e.dir);
         rc = metro__write_atomic(path, top_text, top_n, NULL, err);
     }
+    const int made = !rc && lock_fd >= 0; /* the folder is this run's: locked, its config.ini written */
     metro__ranks_barrier(); /* the ensemble's folder exists before any system's */
     for (int i = me; i < e.k && !rc; i += S)
         if ((rc = metro_sim_create(&so[i].o, &jobs[i].sim, err))) metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
-    /* a system that cannot start where the checks above could not see it
-     * (its placement, the device): a new run leaves nothing behind, as a
-     * single run refused does, or the next run into the folder is refused
-     * as a run directory.  (Over MPI the other ranks' systems are theirs.) */
-    if (rc && !opt->resume && S == 1 && lock_fd >= 0) {
-        for (int i = 0; i < e.k; ++i)
-            if (jobs[i].sim) {
-                char sys[1100];
-                snprintf(sys, sizeof sys, "%s", jobs[i].sim->dir ? jobs[i].sim->dir : "");
-                metro_sim_destroy(jobs[i].sim);
-                jobs[i].sim = NULL;
-                if (sys[0]) metro__rundir_unmake(sys);
-            }
-        close(lock_fd);
-        lock_fd = -1;
-        metro__rundir_unmake(e.dir);
-        if (!fresh) mkdir(e.dir, 0777); /* it was there, empty or a run of --overwrite: it stays a folder */
-    }
     if (!rc) {
         /* this rank's systems: the sampler may share launches among them */
         metro_sim **mine = metro__xcalloc((size_t)e.k, sizeof *mine);
@@ -668,6 +651,26 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         for (int i = me; i < e.k; i += S) mine[nm++] = jobs[i].sim;
         rc = metro_sims_group(mine, nm, err);
         free(mine);
+    }
+    /* a system that cannot start where the checks above could not see it
+     * (its placement, the device, the shared launches): a new run leaves
+     * nothing behind, as a single run refused does, or the next run into
+     * the folder is refused as a run directory.  Only what this run made:
+     * a refused --overwrite (the folder in use) touches nothing.  (Over
+     * MPI the other ranks' systems are theirs.) */
+    if (rc && made && !opt->resume && S == 1) {
+        for (int i = 0; i < e.k; ++i)
+            if (jobs[i].sim) {
+                char *sys = jobs[i].sim->dir ? metro__strdup(jobs[i].sim->dir) : NULL;
+                metro_sim_destroy(jobs[i].sim);
+                jobs[i].sim = NULL;
+                if (sys) metro__rundir_unmake(sys);
+                free(sys);
+            }
+        close(lock_fd);
+        lock_fd = -1;
+        metro__rundir_unmake(e.dir);
+        if (!fresh) mkdir(e.dir, 0777); /* it was there, empty or a run of --overwrite: it stays a folder */
     }
     if (!rc) {
         if (me == 0)
