@@ -143,6 +143,19 @@ START_TEST(foreign_checkpoint_refused)
     ck_assert_int_eq(metro_test_clif(&e, "resume %s/sp --device cpu --quiet", dir), 2);
     ck_assert_msg(strstr(e, "[potential a] species: the checkpoint has 'm, c', the config 'm'"), "%s", e);
     free(e);
+    /* [system] species is a list of names, not a mask (it read as '' ),
+     * and a term's species are each side's own names */
+    metro_test_write(dir, "sp.ini", "[run]\nsweeps = 4\n[system]\nspecies = c, m\ncharges = 0, 0\ndiameters = 0.5\n"
+                                    "counts = 4, 4\n[potential a]\nplugin = coulomb_hs\ncell_radius = 5\nspecies = c\n"
+                                    "[potential b]\nplugin = coulomb_hs\ncell_radius = 5\nspecies = m\n[sampler]\n"
+                                    "plugin = metropolis\ntemperature = 1\n");
+    snprintf(cmd, sizeof cmd, "cp %s/sp.ini %s/sp/config.ini", dir, dir);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/sp --device cpu --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "[system] species: the checkpoint has 'm, c', the config 'c, m'") &&
+                      strstr(e, "[potential a] species: the checkpoint has 'm, c', the config 'c'"),
+                  "%s", e);
+    free(e);
     cleanup();
 }
 END_TEST

@@ -249,18 +249,43 @@ static const char *find_key(const char *text, const char *key, size_t kl)
     return NULL;
 }
 
-/* A term's "[SECTION] species = 0xMASK" line as the species' names (this
- * system's: where [system] species changed too, that is named as well). */
-static const char *as_names(const metro_setup *su, const char *line, size_t kl, char *buf, size_t n)
+/* Species s's name in an identity text's "[system] species = a, b, ..."
+ * line, or in this system's table where the text has none (a lone term
+ * declared them), into out; "?" if neither has it. */
+static void species_name(const char *text, const metro_setup *su, int s, char *out, size_t n)
+{
+    const char *line = find_key(text, "[system] species", 16);
+    if (line) {
+        const char *v = line + 19, *end = v + strcspn(v, "\n");
+        for (int k = 0; k < s && v < end; ++k) {
+            const char *c = memchr(v, ',', (size_t)(end - v));
+            v = c ? c + 1 : end;
+            while (v < end && *v == ' ') ++v;
+        }
+        const size_t l = strcspn(v, ",\n");
+        if (v < end) {
+            snprintf(out, n, "%.*s", (int)l, v);
+            return;
+        }
+    }
+    snprintf(out, n, "%s", !line && s < su->species ? su->species_table[s].name : "?");
+}
+
+/* A term's "[SECTION] species = 0xMASK" line as the species' names, each
+ * by the side's own [system] species (a reordered list is then read
+ * right, and named as a difference of its own). */
+static const char *as_names(const metro_setup *su, const char *text, const char *line, size_t kl, char *buf, size_t n)
 {
     const size_t l = line ? strcspn(line, "\n") : 0;
-    if (!line || kl < 9 || strncmp(line + kl - 9, "] species", 9) || l < kl + 3 || !su->species) return line;
+    if (!line || kl < 9 || strncmp(line + kl - 9, "] species", 9) || l < kl + 5 || strncmp(line + kl + 3, "0x", 2))
+        return line;
     unsigned long m = strtoul(line + kl + 3, NULL, 16);
     int used = snprintf(buf, n, "%.*s = ", (int)kl, line), first = 1;
+    char name[64];
     for (int s = 0; s < 32 && used > 0 && (size_t)used < n; ++s)
         if (m >> s & 1ul) {
-            used += snprintf(buf + used, n - (size_t)used, "%s%s", first ? "" : ", ",
-                             s < su->species ? su->species_table[s].name : "?");
+            species_name(text, su, s, name, sizeof name);
+            used += snprintf(buf + used, n - (size_t)used, "%s%s", first ? "" : ", ", name);
             first = 0;
         }
     return buf;
@@ -287,12 +312,13 @@ static void name_differences(const metro_setup *su, const char *have, const char
         size_t l = strcspn(w, "\n"), kl = key_len(w, l);
         const char *h = find_key(have, w, kl);
         if (!h || strcspn(h, "\n") != l || strncmp(h, w, l))
-            add_difference(out, n, w, kl, as_names(su, h, kl, ha, sizeof ha), as_names(su, w, kl, wa, sizeof wa));
+            add_difference(out, n, w, kl, as_names(su, have, h, kl, ha, sizeof ha),
+                           as_names(su, want, w, kl, wa, sizeof wa));
         w += l + (w[l] == '\n');
     }
     for (const char *h = have; *h;) {
         size_t l = strcspn(h, "\n"), kl = key_len(h, l);
-        if (!find_key(want, h, kl)) add_difference(out, n, h, kl, as_names(su, h, kl, ha, sizeof ha), NULL);
+        if (!find_key(want, h, kl)) add_difference(out, n, h, kl, as_names(su, have, h, kl, ha, sizeof ha), NULL);
         h += l + (h[l] == '\n');
     }
 }
