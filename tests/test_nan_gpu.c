@@ -23,7 +23,10 @@ static const char *const systems[] = {
     "[system]\nparticles = 40\n[potential]\nplugin = nanfar\nfar = 79\n",
     "[system]\nspecies = a, b\ncounts = 20, 20\n[potential x]\nplugin = nanfar\nspecies = a\nfar = 8\n"
     "[potential y]\nplugin = nanfar\nspecies = b\nfar = 1000\n",
+    /* the NaN from the pair term, with every partner */
+    "[system]\nparticles = 40\n[potential]\nplugin = nanfar\nfar = 79\npair = 1\n",
 };
+#define NSYSTEMS (sizeof systems / sizeof *systems)
 
 /* The message from "NaN for particle" up to its explanation. */
 static char *which(const char *e)
@@ -37,10 +40,10 @@ START_TEST(nan_stops_the_gpu_run)
     char dir[] = "/tmp/metro-nan-XXXXXX";
     ck_assert_ptr_nonnull(mkdtemp(dir));
     setenv("METRO_PLUGIN_PATH", METRO_TEST_BINARY_DIR "/tests/fake-plugins/obs", 1);
-    for (size_t q = 0; q < 2 * sizeof samplers / sizeof *samplers; ++q) {
-        const size_t k = q / 2;
-        metro_test_write(dir, "n.ini", "[run]\nsweeps = 50\nequilibration = 0\n%s[sampler]\nplugin = %s\n", systems[q % 2],
-                         samplers[k]);
+    for (size_t q = 0; q < NSYSTEMS * sizeof samplers / sizeof *samplers; ++q) {
+        const size_t k = q / NSYSTEMS;
+        metro_test_write(dir, "n.ini", "[run]\nsweeps = 50\nequilibration = 0\n%s[sampler]\nplugin = %s\n",
+                         systems[q % NSYSTEMS], samplers[k]);
         char *e[2], *w[2];
         int rc[2];
         for (int d = 0; d < 2; ++d) {
@@ -48,8 +51,8 @@ START_TEST(nan_stops_the_gpu_run)
                                     dir, d ? "gpu" : "cpu");
             w[d] = which(e[d]);
         }
-        printf("%s (%s): cpu: %s; cuda: %s\n", samplers[k], q % 2 ? "composed" : "alone", w[0] ? w[0] : "-",
-               w[1] ? w[1] : "-");
+        static const char *const how[] = {"alone", "composed", "pair term"};
+        printf("%s (%s): cpu: %s; cuda: %s\n", samplers[k], how[q % NSYSTEMS], w[0] ? w[0] : "-", w[1] ? w[1] : "-");
         ck_assert_msg(rc[0] == 1 && w[0], "%s, CPU: exit %d: %s", samplers[k], rc[0], e[0]);
         ck_assert_msg(rc[1] == 1 && w[1], "%s, CUDA: exit %d: %s", samplers[k], rc[1], e[1]);
         ck_assert_msg(!strcmp(w[0], w[1]), "%s: the CPU names %s, the GPU %s", samplers[k], w[0], w[1]);

@@ -369,7 +369,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L, int ow
                 if (j > k) {
                     f += A;
                 } else if (j < k) {
-                    const bool fin = A < INFINITY;
+                    const bool fin = A != INFINITY; /* a NaN is summed: the check after the rounds sees it */
                     if (fin) f += A;
                     if (stage) {
                         const float B = brush_id(tr[q], ol[q], Z[j], first + k, first + j, chain);
@@ -514,7 +514,7 @@ static __device__ __forceinline__ void brush_cycle(const brush_launch &L, int ow
                     if (j < lane && valid) {
                         const float A = brush_id(xt, xo, Y[cs + j], first + k, first + cs + j, chain);
                         const float B = brush_id(xt, xo, Z[cs + j], first + k, first + cs + j, chain);
-                        const bool fin = A < INFINITY;
+                        const bool fin = A != INFINITY; /* (a NaN is summed, as above) */
                         v = fin ? B - A : B;
                         if (!fin) m |= 1u << j;
                     }

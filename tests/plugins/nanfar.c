@@ -10,6 +10,7 @@
 
 typedef struct nanfar {
     float far;
+    int pair; /* the NaN from the pair term instead of the external one */
 } nanfar;
 
 static int p_create(const metro_host_api *h, metro_ctx *c, const metro_params *p, metro_setup *s, void **self)
@@ -18,6 +19,7 @@ static int p_create(const metro_host_api *h, metro_ctx *c, const metro_params *p
     nanfar *q = calloc(1, sizeof *q);
     if (!q) return h->fail(c, "out of memory");
     q->far = (float)h->param_real(p, "far");
+    q->pair = (int)h->param_int(p, "pair");
     *self = q;
     return 0;
 }
@@ -33,22 +35,31 @@ static int p_initial(void *self, metro_ctx *ctx, metro_float4 *pos, int n)
     for (int i = 0; i < n; ++i) pos[i] = (metro_float4){2.0f * (float)i, 0, 0, 0};
     return 0;
 }
-/* the device's external term, in the same float arithmetic */
-static double energy_at(const nanfar *q, metro_float4 a)
+/* whether a lies beyond far, in the device's float arithmetic */
+static int beyond(const nanfar *q, metro_float4 a)
 {
     const float r2 = a.x * a.x + a.y * a.y + a.z * a.z;
-    return r2 > q->far * q->far ? NAN : 0.0;
+    return r2 > q->far * q->far;
+}
+static double energy_at(const nanfar *q, metro_float4 a)
+{
+    return !q->pair && beyond(q, a) ? NAN : 0.0;
+}
+static float pair_at(const nanfar *q, metro_float4 a, metro_float4 b)
+{
+    return q->pair && (beyond(q, a) || beyond(q, b)) ? NAN : 0.0f;
 }
 static double p_delta(void *self, const metro_float4 *pos, int n, int i, metro_float4 trial)
 {
-    (void)n;
-    return energy_at(self, trial) - energy_at(self, pos[i]);
+    double d = energy_at(self, trial) - energy_at(self, pos[i]);
+    for (int j = 0; j < n; ++j)
+        if (j != i) d += (double)pair_at(self, trial, pos[j]) - (double)pair_at(self, pos[i], pos[j]);
+    return d;
 }
 /* the per-term functions of a composed system (docs/COMPOSITION.md) */
 static float p_pair(void *self, metro_float4 a, metro_float4 b)
 {
-    (void)self, (void)a, (void)b;
-    return 0.0f;
+    return pair_at(self, a, b);
 }
 static float p_external(void *self, metro_float4 a)
 {
@@ -57,7 +68,10 @@ static float p_external(void *self, metro_float4 a)
 static double p_total(void *self, const metro_float4 *pos, int n)
 {
     double e = 0;
-    for (int i = 0; i < n; ++i) e += energy_at(self, pos[i]);
+    for (int i = 0; i < n; ++i) {
+        e += energy_at(self, pos[i]);
+        for (int j = i + 1; j < n; ++j) e += (double)pair_at(self, pos[i], pos[j]);
+    }
     return e;
 }
 
@@ -73,6 +87,7 @@ static const metro_potential_api api = {.version = METRO_ABI_VERSION,
 
 static const metro_param_decl params[] = {
     {"far", METRO_PARAM_REAL, "15", 1, 1e6, NULL, "", "moves beyond this distance from the origin give NaN"},
+    {"pair", METRO_PARAM_INT, "0", 0, 1, NULL, "", "1: the NaN comes from the pair term with every partner, 0: from the external term"},
     METRO_PARAM_END};
 
 /* (also built as halfterm, with device code that lacks three functions) */
