@@ -708,13 +708,17 @@ int metro__terms_finish(metro_sim *sim, metro_error *err)
         for (int b = a; b < su->species; ++b) {
             const unsigned ab = 1u << a | 1u << b;
             int n = 0, dup = 0;
-            for (int k = 0; k < sim->nterms; ++k)
+            for (int k = 0; k < sim->nterms; ++k) {
+                /* a term without a pair energy (cutoff 0: walls, fields) acts on no pair */
+                const metro_potential_api *api = sim->terms[k].plugin->d->api;
+                if (api->cutoff && api->cutoff(sim->terms[k].self) == 0) continue;
                 if ((sim->terms[k].mask & ab) == ab) {
                     for (int j = 0; j < k && !dup; ++j)
                         if ((sim->terms[j].mask & ab) == ab && sim->terms[j].plugin == sim->terms[k].plugin)
                             dup = 1, first = first < 0 ? j : first, second = second < 0 ? k : second;
                     ++n;
                 }
+            }
             char *list = !n && a != b ? apart : dup ? twice : NULL;
             const size_t l = list ? strlen(list) : 0;
             if (list && l + 2 < sizeof apart)
