@@ -406,6 +406,20 @@ START_TEST(nan_delta_stops_the_run)
                       rc2, e);
         free(e);
     }
+    /* a step below the float spacing where the particles are moves nothing
+     * and counts every trial as accepted: said (a cell of radius 1e9 with
+     * step 0.3 reported acceptance 1 without a word); not said for the
+     * paper's step at the paper's sizes */
+    for (int big = 0; big < 2; ++big) {
+        metro_test_write(dir, "f.ini", "[run]\nsweeps = 2\nequilibration = 0\n[system]\nparticles = 8\n[potential]\n"
+                                       "plugin = coulomb_hs\nvalences = 1, -1\ndiameters = 1\ncell_radius = %s\n"
+                                       "[sampler]\nplugin = metropolis\ntemperature = 1\nstep = %s\n",
+                         big ? "1e9" : "50", big ? "0.3" : "0.01");
+        char *e;
+        ck_assert_int_eq(metro_test_clif(&e, "run %s/f.ini --device cpu --output %s/f --overwrite --quiet", dir, dir), 0);
+        ck_assert_msg(!strstr(e, "is below 16 times the float spacing of the coordinates") == !big, "%s", e);
+        free(e);
+    }
     /* a delta() that is not the change of total(): the energy check stops
      * the run (mutation testing found no test that reached it) */
     metro_test_write(dir, "b.ini", "[run]\nsweeps = 40\nequilibration = 0\ncheck_every = 10\n[system]\n"

@@ -349,6 +349,30 @@ static int create_plugin(metro_sim *sim, metro_ctx *c, metro_error *err)
  * histogram on the GPU) refuse a config as the run would.  No device code
  * is linked: a kernel one asks for in create() is NULL (host.c), and their
  * device buffers come only at the first measurement. */
+/* A sampler's trial step below the float spacing of the coordinates moves
+ * nothing, or moves in a few steps of that spacing: the chain stands still
+ * and counts every trial that rounded to no move as accepted (a cell of
+ * radius 1e9 with step 0.3 reported acceptance 1).  Said in the log, for
+ * samplers whose "step" is a length (0: their own choice). */
+static void step_resolution(metro_sim *sim)
+{
+    int has = 0;
+    for (const metro_param_decl *d = sim->smp.plugin->d->params; d && d->name; ++d)
+        has |= !strcmp(d->name, "step") && d->type == METRO_PARAM_REAL;
+    const double step = has ? metro__param_real(sim->smp.params, "step") : 0.0;
+    if (!(step > 0)) return;
+    const metro_state *st = &sim->st;
+    float far = 0.0f;
+    for (size_t i = 0; i < (size_t)st->particles * (size_t)st->replicas; ++i)
+        far = fmaxf(far, fmaxf(fabsf(st->pos[i].x), fmaxf(fabsf(st->pos[i].y), fabsf(st->pos[i].z))));
+    const double spacing = (double)nextafterf(far, INFINITY) - (double)far;
+    if (step < 16.0 * spacing)
+        metro__log(sim, METRO_LOG_WARN, "[sampler] step = %g is below 16 times the float spacing of the coordinates, %g "
+                                        "at |x| = %g: most trial moves round to no move (and count as accepted); give "
+                                        "a larger step",
+                   step, spacing, (double)far);
+}
+
 static int dry_observables(metro_sim *sim, const metro_options *opt, metro_error *err)
 {
     int rc = METRO_OK;
@@ -510,6 +534,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
             }
     }
     metro__log(sim, METRO_LOG_DEBUG, "placed %zu particles in %.2f s", np, metro__now() - t0);
+    step_resolution(sim);
     if (st->backend == METRO_BACKEND_CUDA && (rc = metro__start_cuda(sim, err))) goto fail;
     /* after linking, so that observables can look up their kernels */
     for (int i = 0; i < sim->nobs; ++i)
