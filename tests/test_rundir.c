@@ -406,6 +406,20 @@ START_TEST(nan_delta_stops_the_run)
                       rc2, e);
         free(e);
     }
+    /* a potential whose own initial() places particles where its total()
+     * is not finite: refused at the start with the section's line, exit 2,
+     * nothing written (it was exit 1, naming neither initial() nor total()) */
+    {
+        metro_test_write(dir, "ie.ini", "[run]\nsweeps = 5\n[system]\nparticles = 40\n[potential]\nplugin = nanfar\n"
+                                        "far = 5\n[sampler]\nplugin = metropolis\ntemperature = 1\n");
+        char *e;
+        ck_assert_int_eq(metro_test_clif(&e, "run %s/ie.ini --device cpu --output %s/ie --quiet", dir, dir), 2);
+        ck_assert_msg(strstr(e, "ie.ini:5: [potential] nanfar: the initial configuration of replica 0 has energy nan: "
+                                "the potential's own initial() placed particles where its total() is not finite"),
+                      "%s", e);
+        ck_assert_msg(!exists("ie"), "a refused start wrote its run directory");
+        free(e);
+    }
     /* a step below the float spacing where the particles are moves nothing
      * and counts every trial as accepted: said (a cell of radius 1e9 with
      * step 0.3 reported acceptance 1 without a word); not said for the

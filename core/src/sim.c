@@ -555,8 +555,22 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
         if ((rc = metro__total_all(sim, st->energy, err))) goto fail;
         for (int r = 0; r < st->replicas; ++r)
             if (!isfinite(st->energy[r])) {
-                rc = metro__fail(err, METRO_ERUN, "[potential] %s: the initial configuration of replica %d has energy %g",
-                                 sim->pot_name, r, st->energy[r]);
+                /* who made it, where the config says so: a refusal of the
+                 * start, before anything is written (it was exit 1 with no
+                 * line, naming neither initial() nor total()) */
+                const metro__entry *file = initial_file ? metro__config_find(sim->cfg, "system", "initial") : NULL;
+                const metro_ctx *pc = metro__placing_ctx(sim);
+                const int lone = !sim->comp;
+                char who[300];
+                snprintf(who, sizeof who, file ? "[system] initial" : "[%s] %s", pc->section, sim->pot_name);
+                rc = metro__fail(err, METRO_EUSAGE, "%s: %s: the initial configuration of replica %d has energy %g: %s",
+                                 file ? file->where : metro__config_section_where(sim->cfg, pc->section), who, r,
+                                 st->energy[r],
+                                 file ? "the file holds a configuration the potential forbids"
+                                 : lone ? "the potential's own initial() placed particles where its total() is not "
+                                          "finite (a bug in one of the two; or give an initial file: [system] initial)"
+                                        : "a term's total() is not finite where its pair() and external() let the core "
+                                          "place the particles (a bug of that term)");
                 goto fail;
             }
         metro__log(sim, METRO_LOG_DEBUG, "initial energies in %.2f s (replica 0: E = %.12g)", metro__now() - t0,
