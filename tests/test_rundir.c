@@ -236,6 +236,15 @@ START_TEST(sizes_refused_up_front)
     ck_assert_msg(strstr(e, "GiB of host memory") != NULL, "%s", e);
     free(e);
     ck_assert_msg(!exists("pt"), "a refused run created its directory");
+    /* most of it asked for by a plugin's own memory(): named, since the
+     * system's size is then not what to change */
+    metro_test_write(dir, "mem.ini", "[run]\nsweeps = 10\n[system]\nparticles = 8\n[potential]\nplugin = nanfar\n"
+                          "memory = 1e8\n[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/mem.ini --device cpu --output %s/mem --quiet", dir, dir), 2);
+    ck_assert_msg(strstr(e, "8 particles x 1 replicas (1e+08 GiB of it by the memory() of [potential] nanfar) need"),
+                  "%s", e);
+    free(e);
+    ck_assert_msg(!exists("mem"), "a refused run created its directory");
     cleanup();
 }
 END_TEST

@@ -261,6 +261,8 @@ static int estimate_memory(metro_sim *sim, int created_obs, double *host, double
     double np = (double)sim->setup.particles * (double)sim->setup.replicas, nr = sim->setup.replicas;
     *host = 2 * np * sizeof(metro_float4) + nr * (8 + 8 + 4 + 8 + 8);
     *device = sim->setup.backend == METRO_BACKEND_CUDA ? np * sizeof(metro_float4) + 2 * nr * 8 : 0;
+    sim->mem_top[0] = 0;
+    sim->mem_top_bytes = 0;
     for (int i = 0; i < sim->nterms + 1 + created_obs; ++i) {
         metro_ctx *c = metro__ctx_at(sim, i);
         const void *const *fn = memory_fn(c);
@@ -269,11 +271,26 @@ static int estimate_memory(metro_sim *sim, int created_obs, double *host, double
         sim->setup.every = metro__ctx_kind(sim, i) == METRO_KIND_OBSERVABLE ? c->every : 0;
         int (*mem)(void *, const metro_setup *, size_t *, size_t *) = (int (*)(void *, const metro_setup *, size_t *, size_t *))*fn;
         if (mem(c->self, &sim->setup, &h, &d)) return metro__plugin_failed(c, err, METRO_EUSAGE, "cannot size itself");
+        if ((double)h + (double)d > sim->mem_top_bytes) {
+            sim->mem_top_bytes = (double)h + (double)d;
+            snprintf(sim->mem_top, sizeof sim->mem_top, "[%s] %s", c->section, c->plugin->d->name);
+        }
         *host += (double)h;
         *device += sim->setup.backend == METRO_BACKEND_CUDA ? (double)d : 0;
     }
     sim->setup.every = 0;
     return METRO_OK;
+}
+
+/* "N particles x R replicas", and the plugin that asks for most of it
+ * through its memory() when that is most of the whole (a plugin's own
+ * estimate, not the system's size, is then what to look at) */
+static void memory_who(const metro_sim *sim, double total, char *who, size_t n)
+{
+    snprintf(who, n, "%d particles x %d replicas", sim->setup.particles, sim->setup.replicas);
+    if (sim->mem_top[0] && sim->mem_top_bytes > 0.5 * total)
+        snprintf(who + strlen(who), n - strlen(who), " (%.3g GiB of it by the memory() of %s)",
+                 sim->mem_top_bytes / 1073741824.0, sim->mem_top);
 }
 
 int metro__memory_fits(metro_sim *sim, const char *who, double host, double host_here, double device,
@@ -312,9 +329,9 @@ static int check_memory(metro_sim *sim, double host, double device, metro_error 
     /* a spread run's ranks each hold every replica (they are shared after
      * each segment): the ranks on one host need that many times the memory */
     const int local = sim->spread ? metro__ranks_on_host() : 1;
-    char who[160];
-    snprintf(who, sizeof who, "%d particles x %d replicas%s", sim->setup.particles, sim->setup.replicas,
-             local > 1 ? " on each of this host's ranks" : "");
+    char who[400];
+    memory_who(sim, host + device, who, sizeof who - 64);
+    if (local > 1) snprintf(who + strlen(who), sizeof who - strlen(who), " on each of this host's ranks");
     if (local > 1) snprintf(who + strlen(who), sizeof who - strlen(who), " (%d ranks)", local);
     return metro__memory_fits(sim, who, host * local, host, device, err);
 }

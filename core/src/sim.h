@@ -106,6 +106,8 @@ struct metro_sim {
     int ck_used_prev;             /* it is checkpoint.bin.prev (checkpoint.bin was damaged) */
     char device_name[512];
     double host_need, device_need; /* bytes, estimated before allocating */
+    char mem_top[160];             /* the plugin whose memory() asks for the most, and how much */
+    double mem_top_bytes;
     int spread;                   /* this system's replicas are spread over MPI ranks */
     int device;                   /* CUDA device (rank % devices) */
     int writer;                   /* this process writes the run directory (rank 0) */

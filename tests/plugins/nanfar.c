@@ -11,6 +11,7 @@
 typedef struct nanfar {
     float far;
     int pair; /* the NaN from the pair term instead of the external one */
+    double memory; /* GiB its memory() reports (the core's memory checks) */
 } nanfar;
 
 static int p_create(const metro_host_api *h, metro_ctx *c, const metro_params *p, metro_setup *s, void **self)
@@ -20,6 +21,7 @@ static int p_create(const metro_host_api *h, metro_ctx *c, const metro_params *p
     if (!q) return h->fail(c, "out of memory");
     q->far = (float)h->param_real(p, "far");
     q->pair = (int)h->param_int(p, "pair");
+    q->memory = h->param_real(p, "memory");
     *self = q;
     return 0;
 }
@@ -75,6 +77,14 @@ static double p_total(void *self, const metro_float4 *pos, int n)
     return e;
 }
 
+static int p_memory(void *self, const metro_setup *setup, size_t *host, size_t *device)
+{
+    (void)setup;
+    *host = (size_t)(((nanfar *)self)->memory * 1073741824.0);
+    *device = 0;
+    return 0;
+}
+
 static const metro_potential_api api = {.version = METRO_ABI_VERSION,
                                         .create = p_create,
                                         .destroy = p_destroy,
@@ -83,10 +93,12 @@ static const metro_potential_api api = {.version = METRO_ABI_VERSION,
                                         .delta = p_delta,
                                         .total = p_total,
                                         .pair = p_pair,
-                                        .external = p_external};
+                                        .external = p_external,
+                                        .memory = p_memory};
 
 static const metro_param_decl params[] = {
     {"far", METRO_PARAM_REAL, "15", 1, 1e6, NULL, "", "moves beyond this distance from the origin give NaN"},
+    {"memory", METRO_PARAM_REAL, "0", 0, 1e9, NULL, "GiB", "what its memory() reports"},
     {"pair", METRO_PARAM_INT, "0", 0, 1, NULL, "", "1: the NaN comes from the pair term with every partner, 0: from the external term"},
     METRO_PARAM_END};
 

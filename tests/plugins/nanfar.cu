@@ -3,9 +3,10 @@
  * term with every partner. */
 #include "metro/device.h"
 
-typedef struct nanfar {
+typedef struct nanfar { /* nanfar.c's, which is the parameter block */
     float far;
     int pair;
+    double memory;
 } nanfar;
 
 /* beyond far, in the host's float arithmetic step by step (no FMA) */
