@@ -704,14 +704,18 @@ int metro__terms_finish(metro_sim *sim, metro_error *err)
      * doubled the Bjerrum length) */
     char apart[1024] = "", twice[1024] = "";
     int first = -1, second = -1;
+    /* a term without a pair energy (cutoff 0: walls, fields) acts on no pair */
+    unsigned char pairs[METRO_MAX_TERMS];
+    for (int k = 0; k < sim->nterms; ++k) {
+        const metro_potential_api *api = sim->terms[k].plugin->d->api;
+        pairs[k] = !(api->cutoff && api->cutoff(sim->terms[k].self) == 0);
+    }
     for (int a = 0; a < su->species; ++a)
         for (int b = a; b < su->species; ++b) {
             const unsigned ab = 1u << a | 1u << b;
             int n = 0, dup = 0;
             for (int k = 0; k < sim->nterms; ++k) {
-                /* a term without a pair energy (cutoff 0: walls, fields) acts on no pair */
-                const metro_potential_api *api = sim->terms[k].plugin->d->api;
-                if (api->cutoff && api->cutoff(sim->terms[k].self) == 0) continue;
+                if (!pairs[k]) continue;
                 if ((sim->terms[k].mask & ab) == ab) {
                     for (int j = 0; j < k && !dup; ++j)
                         if ((sim->terms[j].mask & ab) == ab && sim->terms[j].plugin == sim->terms[k].plugin)

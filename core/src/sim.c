@@ -290,7 +290,7 @@ static void memory_who(const metro_sim *sim, double total, char *who, size_t n)
     snprintf(who, n, "%d particles x %d replicas", sim->setup.particles, sim->setup.replicas);
     if (sim->mem_top[0] && sim->mem_top_bytes > 0.5 * total)
         snprintf(who + strlen(who), n - strlen(who), " (%.3g GiB of it by the memory() of %s)",
-                 sim->mem_top_bytes / 1073741824.0, sim->mem_top);
+                 gib(sim->mem_top_bytes), sim->mem_top);
 }
 
 int metro__memory_fits(metro_sim *sim, const char *who, double host, double host_here, double device,
