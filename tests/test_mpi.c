@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -125,10 +126,46 @@ START_TEST(ensemble_over_ranks)
 }
 END_TEST
 
+/* An ensemble whose second system cannot be placed (only its start finds
+ * that, on rank 1, after rank 0 made the ensemble's folder and its own
+ * system's): every rank takes its part away, so nothing stays to block the
+ * next run (over MPI the first rank to fail aborted the others, and the
+ * folders stayed, one with a half-written config.ini.tmp); a folder that
+ * was there before stays, empty */
+START_TEST(failed_ensemble_leaves_nothing)
+{
+    setup_dir();
+    FILE *f;
+    char path[256];
+    snprintf(path, sizeof path, "%s/dense.ini", dir);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fputs("[run]\nseed = 11\nsweeps = 8\nequilibration = 5\nscan = potential.concentration: 0.05, 8\n"
+          "[system]\nparticles = 256\n[potential]\nplugin = coulomb_hs\nvalences = 3,-1\ndiameters = 4,4\n"
+          "[sampler]\nplugin = brush\n",
+          f);
+    fclose(f);
+    struct stat sb;
+    char out[96];
+    for (int ranks = 2; ranks <= 3; ++ranks) {
+        ck_assert_int_ne(mpi(ranks, "run %s --device cpu --output %s/dense --quiet", path, dir), 0);
+        snprintf(out, sizeof out, "%s/dense", dir);
+        ck_assert_msg(stat(out, &sb) != 0, "%d ranks left %s behind", ranks, out);
+    }
+    ck_assert_int_eq(mkdir(out, 0777), 0);
+    ck_assert_int_ne(mpi(2, "run %s --device cpu --output %s --quiet", path, out), 0);
+    snprintf(path, sizeof path, "%s/system_000", out);
+    ck_assert_msg(stat(out, &sb) == 0 && stat(path, &sb) != 0, "the folder given went, or system_000 stayed");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
 #ifndef METRO_MPI
-    (void)rank_count_does_not_change_the_chain, (void)ensemble_over_ranks, (void)rank_count_on_the_gpu;
+    (void)rank_count_does_not_change_the_chain, (void)ensemble_over_ranks, (void)rank_count_on_the_gpu,
+        (void)failed_ensemble_leaves_nothing;
     printf("skipped: no MPI (configure with -DMETRO_MPI=ON)\n");
     return 77;
 #else
@@ -142,6 +179,7 @@ int main(void)
     tcase_add_test(tc, rank_count_does_not_change_the_chain);
     tcase_add_test(tc, ensemble_over_ranks);
     tcase_add_test(tc, rank_count_on_the_gpu);
+    tcase_add_test(tc, failed_ensemble_leaves_nothing);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 #endif

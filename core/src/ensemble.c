@@ -656,9 +656,15 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
      * (its placement, the device, the shared launches): a new run leaves
      * nothing behind, as a single run refused does, or the next run into
      * the folder is refused as a run directory.  Only what this run made:
-     * a refused --overwrite (the folder in use) touches nothing.  (Over
-     * MPI the other ranks' systems are theirs.) */
-    if (rc && made && !opt->resume && S == 1) {
+     * a refused --overwrite (the folder in use) touches nothing.  Over MPI
+     * every rank hears of a failure on any (the failing one says why) and
+     * takes its own systems' folders away, and rank 0, which made the
+     * ensemble's folder and knows whether it was there before, takes that
+     * last (a rank that failed alone aborted them all with the others'
+     * folders half written) */
+    if (S > 1) rc = metro__ranks_any(rc);
+    const int made_here = metro__ranks_agree(made), fresh_here = metro__ranks_agree(fresh);
+    if (rc && made_here && !opt->resume) {
         for (int i = 0; i < e.k; ++i)
             if (jobs[i].sim) {
                 char *sys = jobs[i].sim->dir ? metro__strdup(jobs[i].sim->dir) : NULL;
@@ -667,10 +673,14 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
                 if (sys) metro__rundir_unmake(sys);
                 free(sys);
             }
-        close(lock_fd);
-        lock_fd = -1;
-        metro__rundir_unmake(e.dir);
-        if (!fresh) mkdir(e.dir, 0777); /* it was there, empty or a run of --overwrite: it stays a folder */
+        metro__ranks_barrier();
+        if (me == 0) {
+            close(lock_fd);
+            lock_fd = -1;
+            metro__rundir_unmake(e.dir);
+            if (!fresh_here) mkdir(e.dir, 0777); /* it was there, empty or a run of --overwrite: it stays a folder */
+        }
+        metro__ranks_barrier(); /* a failed rank's abort ends the others: not before rank 0 is done */
     }
     if (!rc) {
         if (me == 0)
