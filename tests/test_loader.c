@@ -53,6 +53,13 @@ START_TEST(bonds_without_bond)
                                              "bond()");
 }
 END_TEST
+/* the other way round: bond() that no system would ever call */
+START_TEST(bond_without_bonds)
+{
+    expect_refused(FAKE "/a/fn_no_bonds.so", "potential plugin 'fn_no_bonds' has bond() but not flags "
+                                             "METRO_POTENTIAL_BONDS");
+}
+END_TEST
 START_TEST(not_a_file) { expect_refused(FAKE "/a/nothing_here.so", "no such plugin file"); }
 END_TEST
 
@@ -245,6 +252,7 @@ int main(void)
     tcase_add_test(tc, misnamed);
     tcase_add_test(tc, missing_function);
     tcase_add_test(tc, bonds_without_bond);
+    tcase_add_test(tc, bond_without_bonds);
     tcase_add_test(tc, wrong_kind_does_not_compile);
     tcase_add_test(tc, not_a_file);
     tcase_add_test(tc, duplicate);

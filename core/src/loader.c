@@ -106,6 +106,13 @@ static int check_api(const metro_plugin *d, const char *path, metro_error *err)
             return metro__fail(err, METRO_EUSAGE, "%s: potential plugin '%s' has flags METRO_POTENTIAL_BONDS but no "
                                                   "bond() (the term that owns the bonds gives their energy: set .bond, "
                                                   "or leave the flag out)", path, d->name);
+        /* and the other way round: without the flag no system asks its
+         * bond(), so the author's bonds would silently count for nothing */
+        if (!(a->flags & METRO_POTENTIAL_BONDS) && a->bond)
+            return metro__fail(err, METRO_EUSAGE, "%s: potential plugin '%s' has bond() but not flags "
+                                                  "METRO_POTENTIAL_BONDS, so its bonds would never count (set the "
+                                                  "flag to own the [system] chains' bonds, or leave .bond out)",
+                               path, d->name);
     }
     return METRO_OK;
 }

@@ -33,8 +33,9 @@ __attribute__((unused)) static const metro_sampler_api api = {
     s_sync, s_sync, s_save, s_restore, NULL, NULL, NULL, NULL, NULL};
 
 /* FAKE_BONDS_NO_FN: a potential that says it owns the bonds
- * (METRO_POTENTIAL_BONDS) without their energy function bond() */
-#ifdef FAKE_BONDS_NO_FN
+ * (METRO_POTENTIAL_BONDS) without their energy function bond();
+ * FAKE_FN_NO_BONDS: one with bond() but without the flag */
+#if defined FAKE_BONDS_NO_FN || defined FAKE_FN_NO_BONDS
 static const void *p_params(void *self, size_t *size) { (void)self; *size = 0; return NULL; }
 static int p_initial(void *self, metro_ctx *c, metro_float4 *pos, int n)
 {
@@ -51,7 +52,12 @@ static float p_pair(void *self, metro_float4 a, metro_float4 b) { (void)self; (v
 static float p_external(void *self, metro_float4 a) { (void)self; (void)a; return 0; }
 static const metro_potential_api pot_api = {
     .version = METRO_ABI_VERSION, .create = s_create, .destroy = s_destroy, .device_params = p_params,
-    .initial = p_initial, .delta = p_delta, .total = p_total, .flags = METRO_POTENTIAL_BONDS,
+    .initial = p_initial, .delta = p_delta, .total = p_total,
+#ifdef FAKE_FN_NO_BONDS
+    .bond = p_pair,
+#else
+    .flags = METRO_POTENTIAL_BONDS,
+#endif
     .pair = p_pair, .external = p_external};
 #define FAKE_KIND METRO_KIND_POTENTIAL
 #define FAKE_API (&pot_api)
