@@ -61,6 +61,9 @@ static const bad_case cases[] = {
     {"coulomb.ini", "--set potential.valences=1,-1e6", "--set #1 potential.valences=1,-1e6: [potential] valences: -1e+06 in the list is out of range (list of reals in [-100, 100] e)"},
     {"good.ini", "--set sampler.temperature=nan", "--set #1 sampler.temperature=nan: [sampler] temperature: 'nan' is not a finite number"},
     {"good.ini", "--set sampler.temperature=inf", "--set #1 sampler.temperature=inf: [sampler] temperature: 'inf' is not a finite number"},
+    /* hexadecimal is no number to a real key, as to an integer key (strtod took 0x1p-3 as 0.125) */
+    {"good.ini", "--set sampler.temperature=0x1p-3", "--set #1 sampler.temperature=0x1p-3: [sampler] temperature: '0x1p-3' is not a decimal number"},
+    {"coulomb.ini", "--set potential.diameters=4,-0X4", "[potential] diameters: '-0X4' in the list is not a decimal number"},
     /* numbers a double cannot hold, and integers past a long, are out of range, not "not a number" */
     {"good.ini", "--set sampler.temperature=1e-400", "[sampler] temperature: '1e-400' is beyond double precision"},
     {"good.ini", "--set run.sweeps=99999999999999999999999", "[run] sweeps: '99999999999999999999999' is out of range"},

@@ -574,7 +574,9 @@ void metro__decl_allowed(const metro_param_decl *d, char *buf, size_t n)
 
 /* 0, or why not: "is not a number", "is not a finite number" (nan, inf)
  * or "is beyond double precision" (1e-400, 1e400: a number, but not one
- * a double holds). */
+ * a double holds).  Decimal only: strtod also reads hexadecimal
+ * (0x1p-3 = 0.125), which an integer key and a physicist's config never
+ * mean, so "0x10" is no number here, as it is none to an integer key. */
 static const char *parse_real(const char *s, double *out)
 {
     char *end;
@@ -582,6 +584,8 @@ static const char *parse_real(const char *s, double *out)
     double v = strtod(s, &end);
     while (isspace((unsigned char)*end)) ++end;
     if (end == s || *end) return "is not a number";
+    const char *d = s + strspn(s, " \t+-");
+    if (d[0] == '0' && (d[1] == 'x' || d[1] == 'X')) return "is not a decimal number";
     if (errno == ERANGE) return "is beyond double precision";
     if (!isfinite(v)) return "is not a finite number";
     *out = v;
