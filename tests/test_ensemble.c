@@ -353,6 +353,20 @@ START_TEST(bad_system_writes_nothing)
     free(e);
     snprintf(p, sizeof p, "%s/two/config.ini", dir);
     ck_assert_msg(stat(p, &sb) == 0, "the refused --overwrite removed %s", p);
+    /* an --overwrite whose second system cannot be placed leaves the
+     * former ensemble's results as they were, as a single run's refusal
+     * does (the folder was emptied before the systems started) */
+    snprintf(p, sizeof p, "%s/two/system_001/mine", dir);
+    ck_assert_int_eq(rmdir(p), 0);
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/dense.ini --device " DEVICE " --output %s/two --overwrite --quiet", dir,
+                                     dir), 2);
+    ck_assert_msg(strstr(e, "could not place"), "%s", e);
+    free(e);
+    const char *kept[] = {"config.ini", "ensemble_energy_stats.csv", "system_000/energy.csv", "system_001/checkpoint.bin"};
+    for (int i = 0; i < 4; ++i) {
+        snprintf(p, sizeof p, "%s/two/%s", dir, kept[i]);
+        ck_assert_msg(stat(p, &sb) == 0, "the refused --overwrite removed %s", p);
+    }
     cleanup();
 }
 END_TEST

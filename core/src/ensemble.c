@@ -619,18 +619,38 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     /* under MPI, rank s runs systems s, s + S, s + 2S, ...; rank 0 writes
      * the ensemble's own files */
     const int me = metro__rank(), S = metro__ranks();
-    /* the ensemble's own folder is locked as a run directory is, before
-     * anything is written there: a second run, an --overwrite above all,
-     * is refused while this one runs (its config.ini and system folders
-     * were taken over) */
+    /* the ensemble's own folder is checked and locked as a run directory
+     * is, before anything is written there: a second run, an --overwrite
+     * above all, is refused while this one runs (its config.ini and system
+     * folders were taken over).  Rank 0's view of whether it was there */
     int lock_fd = -1;
     struct stat before;
-    const int fresh = !opt->resume && stat(e.dir, &before) != 0; /* this run makes the folder */
+    const int fresh = metro__ranks_agree(!opt->resume && stat(e.dir, &before) != 0); /* this run makes the folder */
     if (!rc && me == 0) rc = metro__ensemble_dir_open(e.dir, opt->resume, opt->overwrite, &lock_fd, err);
     /* a failure on any rank (rank 0's lock, or a check of this rank's own
      * systems, as their memory together) stops every rank: rank 0's value
      * alone let another rank run systems it had refused */
     if (S > 1) rc = metro__ranks_any(rc);
+    /* every system started (placed, linked, its energy checked) before any
+     * folder of a new run is made or emptied: one that cannot start, which
+     * only its start finds, leaves the folder as it was, a former run's
+     * results under --overwrite included, as a single run's refusal does
+     * (the folder was emptied first, and the results were lost) */
+    const int later = !opt->resume;
+    for (int i = me; i < e.k && !rc; i += S)
+        if ((rc = metro__sim_create(&so[i].o, !later, &jobs[i].sim, err)))
+            metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
+    if (!rc) {
+        /* this rank's systems: the sampler may share launches among them */
+        metro_sim **mine = metro__xcalloc((size_t)e.k, sizeof *mine);
+        int nm = 0;
+        for (int i = me; i < e.k; i += S) mine[nm++] = jobs[i].sim;
+        rc = metro_sims_group(mine, nm, err);
+        free(mine);
+    }
+    /* every rank hears of a failure on any (the failing one says why) */
+    if (S > 1) rc = metro__ranks_any(rc);
+    if (!rc && later && opt->overwrite && me == 0) rc = metro__ensemble_dir_clear(e.dir, err);
     if (!rc && top_text && me == 0) {
         /* the ensemble's own resolved config (systems or scan kept, the
          * --set overrides in it): re-run as is, it is this ensemble (the
@@ -640,31 +660,20 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         snprintf(path, sizeof path, "%s/config.ini", e.dir);
         rc = metro__write_atomic(path, top_text, top_n, NULL, err);
     }
-    const int made = !rc && lock_fd >= 0; /* the folder is this run's: locked, its config.ini written */
-    metro__ranks_barrier(); /* the ensemble's folder exists before any system's */
-    for (int i = me; i < e.k && !rc; i += S)
-        if ((rc = metro_sim_create(&so[i].o, &jobs[i].sim, err))) metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
-    if (!rc) {
-        /* this rank's systems: the sampler may share launches among them */
-        metro_sim **mine = metro__xcalloc((size_t)e.k, sizeof *mine);
-        int nm = 0;
-        for (int i = me; i < e.k; i += S) mine[nm++] = jobs[i].sim;
-        rc = metro_sims_group(mine, nm, err);
-        free(mine);
-    }
-    /* a system that cannot start where the checks above could not see it
-     * (its placement, the device, the shared launches): a new run leaves
-     * nothing behind, as a single run refused does, or the next run into
-     * the folder is refused as a run directory.  Only what this run made:
-     * a refused --overwrite (the folder in use) touches nothing.  Over MPI
-     * every rank hears of a failure on any (the failing one says why) and
-     * takes its own systems' folders away, and rank 0, which made the
-     * ensemble's folder and knows whether it was there before, takes that
-     * last (a rank that failed alone aborted them all with the others'
-     * folders half written) */
+    /* the folder is this run's: locked, emptied, its config.ini written */
+    const int made = metro__ranks_agree(!rc && lock_fd >= 0 && later);
     if (S > 1) rc = metro__ranks_any(rc);
-    const int made_here = metro__ranks_agree(made), fresh_here = metro__ranks_agree(fresh);
-    if (rc && made_here && !opt->resume) {
+    metro__ranks_barrier(); /* the ensemble's folder is ready before any system's */
+    for (int i = me; i < e.k && !rc && later; i += S)
+        if ((rc = metro__sim_open(jobs[i].sim, &so[i].o, err)))
+            metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
+    if (S > 1) rc = metro__ranks_any(rc);
+    /* a failure after the folder was made or emptied: a new run leaves
+     * nothing behind, or the next run into the folder is refused as a run
+     * directory.  Every rank takes its own systems' folders away, and rank
+     * 0, which made the ensemble's folder, takes that last (over MPI the
+     * first rank to fail aborted the others, and the folders stayed) */
+    if (rc && made) {
         for (int i = 0; i < e.k; ++i)
             if (jobs[i].sim) {
                 char *sys = jobs[i].sim->dir ? metro__strdup(jobs[i].sim->dir) : NULL;
@@ -674,14 +683,12 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
                 free(sys);
             }
         metro__ranks_barrier();
-        if (me == 0) {
-            close(lock_fd);
-            lock_fd = -1;
-            metro__rundir_unmake(e.dir);
-            if (!fresh_here) mkdir(e.dir, 0777); /* it was there, empty or a run of --overwrite: it stays a folder */
-        }
-        metro__ranks_barrier(); /* a failed rank's abort ends the others: not before rank 0 is done */
     }
+    if (rc && me == 0 && lock_fd >= 0 && later) {
+        metro__ensemble_dir_undo(e.dir, lock_fd, fresh, made);
+        lock_fd = -1;
+    }
+    metro__ranks_barrier(); /* a failed rank's abort ends the others: not before rank 0 is done */
     if (!rc) {
         if (me == 0)
             fprintf(stderr, "metro: ensemble of %d systems on %s%s, in %s/system_000 ... system_%03d\n", e.k,

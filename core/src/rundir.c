@@ -244,9 +244,26 @@ int metro__ensemble_dir_open(const char *dir, int resume, int overwrite, int *lo
     if (!resume && new_run_folder(dir, overwrite, err)) return METRO_EUSAGE;
     if (!resume && metro__mkdirs(dir))
         return metro__fail(err, METRO_EUSAGE, "%s: cannot create the run directory: %s", dir, strerror(errno));
-    int rc = take_lock(lock_fd, dir, err);
-    if (!rc && !resume && overwrite) rc = clear_rundir(dir, err);
-    return rc;
+    return take_lock(lock_fd, dir, err);
+}
+
+int metro__ensemble_dir_clear(const char *dir, metro_error *err)
+{
+    return clear_rundir(dir, err) ? METRO_EUSAGE : METRO_OK;
+}
+
+void metro__ensemble_dir_undo(const char *dir, int lock_fd, int fresh, int made)
+{
+    const int run_there = metro_config(dir);
+    close(lock_fd);
+    if (fresh || made) {
+        metro__rundir_unmake(dir);
+        if (!fresh) mkdir(dir, 0777); /* it was there, empty or a run of --overwrite: it stays a folder */
+    } else if (!run_there) {
+        char lock[4200];
+        snprintf(lock, sizeof lock, "%s/%s", dir, LOCK_NAME);
+        unlink(lock);
+    }
 }
 
 static void remove_files(const char *dir, int all)

@@ -434,6 +434,11 @@ static int check_run_keys(metro_sim *sim, metro_error *err)
 
 int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err)
 {
+    return metro__sim_create(opt, 1, out, err);
+}
+
+int metro__sim_create(const metro_options *opt, int open_dir, metro_sim **out, metro_error *err)
+{
     *out = NULL;
     metro_sim *sim = metro__xcalloc(1, sizeof *sim);
     sim->quiet = opt->quiet;
@@ -597,9 +602,20 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
             goto fail;
     }
     if (sim->ck && (rc = metro__resume_plugins(sim, err))) goto fail;
+    if (open_dir && (rc = metro__sim_open(sim, opt, err))) goto fail;
+    *out = sim;
+    return METRO_OK;
+fail:
+    metro_sim_destroy(sim);
+    return rc ? rc : METRO_ERUN;
+}
 
+int metro__sim_open(metro_sim *sim, const metro_options *opt, metro_error *err)
+{
+    const metro_state *st = &sim->st;
+    int rc;
     /* everything is valid: now, and only now, the run directory */
-    if (sim->writer && (rc = metro__rundir_open(sim, opt, err))) goto fail;
+    if (sim->writer && (rc = metro__rundir_open(sim, opt, err))) return rc;
     if (sim->spread && !sim->asked_ranks && metro__rank() == 0)
         metro__log(sim, METRO_LOG_WARN, "%s does not spread its work over MPI ranks: each of the %d ranks runs the whole "
                                         "system (the same chain)", sim->smp.plugin->d->name, metro__ranks());
@@ -615,11 +631,7 @@ int metro_sim_create(const metro_options *opt, metro_sim **out, metro_error *err
     metro__log(sim, METRO_LOG_INFO, "%s + %s, %d particles x %d replicas, seed %llu%s%s", sim->pot_name,
                sim->smp.plugin->d->name, st->particles, st->replicas, (unsigned long long)sim->setup.seed,
                sim->dir ? ", run directory " : "", sim->dir ? sim->dir : "");
-    *out = sim;
     return METRO_OK;
-fail:
-    metro_sim_destroy(sim);
-    return rc ? rc : METRO_ERUN;
 }
 
 /* ---- dry run ---------------------------------------------------------------- */

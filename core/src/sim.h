@@ -166,17 +166,31 @@ int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *e
  * log.txt.  Called only when everything else is valid. */
 int metro__rundir_open(metro_sim *sim, const metro_options *opt, metro_error *err);
 void metro__rundir_close(metro_sim *sim);
-/* An ensemble's own folder (above its system_NNN): made unless resuming,
- * locked as a run directory is (*lock_fd, closed by the caller at the
- * end), and with overwrite cleared of a former run's files and system
- * folders.  METRO_OK, or METRO_EUSAGE naming the holder of the lock. */
+/* metro_sim_create, with the run directory made (open_dir) or left to
+ * metro__sim_open: an ensemble places every system before any folder is
+ * made or emptied, so a system that cannot start leaves the old results
+ * (--overwrite) as they were, as a single run's refusal does. */
+int metro__sim_create(const metro_options *opt, int open_dir, metro_sim **out, metro_error *err);
+int metro__sim_open(metro_sim *sim, const metro_options *opt, metro_error *err);
 /* Whether `host` bytes fit this machine (memory and swap), `host_here`
  * of them this process (its address-space limit), and `device` bytes the
  * GPU's free memory on the CUDA backend, `who` naming what needs them
  * ("3 systems"); METRO_OK, or METRO_EUSAGE with the sizes. */
 int metro__memory_fits(metro_sim *sim, const char *who, double host, double host_here, double device,
                        metro_error *err);
+/* An ensemble's own folder (above its system_NNN): checked as a new run's
+ * (with overwrite: a run directory may be there), made unless resuming,
+ * and locked as a run directory is (*lock_fd, closed by the caller at the
+ * end); METRO_OK, or METRO_EUSAGE naming the holder of the lock.  With
+ * overwrite, metro__ensemble_dir_clear then takes a former run's files and
+ * system folders, once every system has started. */
 int metro__ensemble_dir_open(const char *dir, int resume, int overwrite, int *lock_fd, metro_error *err);
+int metro__ensemble_dir_clear(const char *dir, metro_error *err);
+/* A new ensemble that failed to start, its folder let go (lock_fd closed)
+ * and put back: taken away if this run made it (fresh), else emptied if
+ * this run emptied it (made), else left as it was, the lock this run took
+ * in a folder holding no run removed. */
+void metro__ensemble_dir_undo(const char *dir, int lock_fd, int fresh, int made);
 /* A run directory this process made and nothing ran in, taken away: its
  * files, its lock and the folder (left where it holds anything else).
  * The caller has let go of the lock. */
