@@ -255,6 +255,42 @@ START_TEST(combined_table_keeps_empty_fields)
 }
 END_TEST
 
+/* The combined tables are the systems' as they stand: a scan writes its
+ * systems' rows whatever their number (a scan over energy.every lost
+ * scan_energy.csv without a word); K systems whose tables differ in rows
+ * are not averaged and say so; and a table no longer combined (energy.csv
+ * grown past 4096 rows by an extension) goes, rather than stay beside the
+ * new ones as the shorter run's */
+START_TEST(combined_tables_as_the_systems_stand)
+{
+    setup_dir();
+    char *e;
+    metro_test_write(dir, "every.ini", brush_ini, 12, "scan = observable energy.every: 1, 2\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/every.ini --device " DEVICE " --output %s/every --quiet", dir, dir), 0);
+    free(e);
+    char p[512];
+    snprintf(p, sizeof p, "%s/every/scan_energy.csv", dir);
+    char *text = metro_test_slurp(p);
+    ck_assert_msg(text != NULL, "%s is missing", p);
+    int lines = 0;
+    for (const char *c = text; *c; ++c) lines += *c == '\n';
+    free(text);
+    ck_assert_int_eq(lines, 1 + 12 + 6);
+    metro_test_write(dir, "two.ini", brush_ini, 8, "systems = 2\n");
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/two.ini --device " DEVICE " --output %s/two --quiet", dir, dir), 0);
+    free(e);
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/two/ensemble_energy.csv", dir);
+    ck_assert_msg(stat(p, &sb) == 0, "%s is missing", p);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/two --set run.sweeps=4200 --device " DEVICE " --quiet", dir), 0);
+    free(e);
+    ck_assert_msg(stat(p, &sb) != 0, "%s stayed from the shorter run", p);
+    snprintf(p, sizeof p, "%s/two/ensemble_energy_stats.csv", dir);
+    ck_assert_msg(stat(p, &sb) == 0, "%s is missing", p);
+    cleanup();
+}
+END_TEST
+
 /* The host memory of a dry run's plan ("; host memory: X GiB"), -1 if none */
 static double planned_gib(const char *args)
 {
@@ -383,6 +419,7 @@ int main(void)
     tcase_add_test(tc, scan_equals_separate_runs);
     tcase_add_test(tc, ensemble_config_is_the_ensemble);
     tcase_add_test(tc, combined_table_keeps_empty_fields);
+    tcase_add_test(tc, combined_tables_as_the_systems_stand);
     tcase_add_test(tc, systems_fit_together);
     tcase_add_test(tc, bad_system_writes_nothing);
     suite_add_tcase(s, tc);

@@ -161,11 +161,47 @@ START_TEST(failed_ensemble_leaves_nothing)
 }
 END_TEST
 
+/* An ensemble extended over 2 ranks whose system on rank 1 fails (the test
+ * potential nanpot: total() NaN from its 7th call in a process, which the
+ * extension's energy checks reach): rank 0 finished its own system, but
+ * the combined table is not rewritten from a system that did not finish
+ * (rank 0 combined whatever lay in the folders: the failed system's former
+ * results beside the new ones) */
+START_TEST(combined_only_when_every_rank_finished)
+{
+    setup_dir();
+    FILE *f;
+    char path[256];
+    snprintf(path, sizeof path, "%s/nan.ini", dir);
+    ck_assert_ptr_nonnull(f = fopen(path, "w"));
+    fputs("[run]\nseed = 3\nsweeps = 8\nequilibration = 0\nscan = potential.nan_total: 0, 7\n[system]\nparticles = 8\n"
+          "[potential]\nplugin = nanpot\nbad = -1\n[sampler]\nplugin = metropolis\ntemperature = 1\n"
+          "[observable energy]\nplugin = energy\n",
+          f);
+    fclose(f);
+    ck_assert_int_eq(mpi(2, "run %s --device cpu --output %s/nan --quiet", path, dir), 0);
+    char table[256], before[256];
+    snprintf(table, sizeof table, "%s/nan/scan_energy_stats.csv", dir);
+    snprintf(before, sizeof before, "%s/before.csv", dir);
+    char *text = metro_test_slurp(table);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(f = fopen(before, "w"));
+    fputs(text, f);
+    fclose(f);
+    free(text);
+    ck_assert_int_ne(mpi(2, "resume %s/nan --set run.sweeps=4096 --device cpu --quiet", dir), 0);
+    ck_assert_msg(metro_test_same_file(table, before), "%s was rewritten though system_001 failed", table);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
 #ifndef METRO_MPI
     (void)rank_count_does_not_change_the_chain, (void)ensemble_over_ranks, (void)rank_count_on_the_gpu,
-        (void)failed_ensemble_leaves_nothing;
+        (void)failed_ensemble_leaves_nothing, (void)combined_only_when_every_rank_finished;
     printf("skipped: no MPI (configure with -DMETRO_MPI=ON)\n");
     return 77;
 #else
@@ -173,6 +209,8 @@ int main(void)
         printf("skipped: no MPI (mpirun is not on PATH)\n");
         return 77;
     }
+    /* the test potential nanpot (tests/plugins) beside the plugins */
+    setenv("METRO_PLUGIN_PATH", METRO_TEST_BINARY_DIR "/tests/fake-plugins/obs", 1);
     Suite *s = suite_create("mpi");
     TCase *tc = tcase_create("ranks");
     tcase_set_timeout(tc, 600);
@@ -180,6 +218,7 @@ int main(void)
     tcase_add_test(tc, ensemble_over_ranks);
     tcase_add_test(tc, rank_count_on_the_gpu);
     tcase_add_test(tc, failed_ensemble_leaves_nothing);
+    tcase_add_test(tc, combined_only_when_every_rank_finished);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 #endif

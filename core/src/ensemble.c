@@ -378,20 +378,38 @@ static int numeric(const char *s, double *v)
     return end != s && !*end;
 }
 
+/* RUNDIR/ensemble_NAME (or scan_NAME) from every system's NAME, where
+ * each is a small table of one header: a scan puts the value in front of
+ * each system's rows, whatever their number; K systems are averaged row by
+ * row, so their tables must have the same rows (an autocorrelation's
+ * length is the data's), and where they do not the table is left out with
+ * a warning, not silently.  A table not written this time is removed: one
+ * from before (a shorter run, since extended) would no longer be the
+ * systems'. */
 static int combine(const ensemble *e, const char *name, metro_error *err)
 {
     table *t = metro__xcalloc((size_t)e->k, sizeof *t);
-    int ok = 1;
+    int ok = 1, odd = -1; /* odd: the first system whose rows differ from system_000's */
     for (int i = 0; i < e->k && ok; ++i) {
         char path[4400];
         snprintf(path, sizeof path, "%s/system_%03d/%s", e->dir, i, name);
-        ok = read_table(path, &t[i]) == 0 && t[i].cols == t[0].cols && t[i].rows == t[0].rows &&
-             !strcmp(t[i].header, t[0].header);
+        ok = read_table(path, &t[i]) == 0 && t[i].cols == t[0].cols && !strcmp(t[i].header, t[0].header);
+        if (ok && t[i].rows != t[0].rows && odd < 0) odd = i;
+    }
+    if (ok && odd >= 0 && !e->scan_key[0]) {
+        fprintf(stderr, "metro: warning: ensemble_%s is not written: system_000's %s has %d rows, system_%03d's %d "
+                        "(K systems are averaged row by row)\n", name, name, t[0].rows, odd, t[odd].rows);
+        ok = 0;
     }
     char *text = NULL;
     size_t n = 0;
     int rc = METRO_OK;
-    if (ok && t[0].rows) {
+    char out[4400];
+    snprintf(out, sizeof out, "%s/%s_%s", e->dir, e->scan_key[0] ? "scan" : "ensemble", name);
+    int rows = 0; /* in all the systems' tables */
+    for (int i = 0; i < e->k && ok; ++i) rows += t[i].rows;
+    if (!ok || !rows) unlink(out);
+    if (ok && rows) {
         FILE *f = open_memstream(&text, &n);
         if (e->scan_key[0]) {
             fprintf(f, "%s,%s\n", e->scan_key, t[0].header);
@@ -448,9 +466,7 @@ static int combine(const ensemble *e, const char *name, metro_error *err)
             }
         }
         fclose(f);
-        char path[4400];
-        snprintf(path, sizeof path, "%s/%s_%s", e->dir, e->scan_key[0] ? "scan" : "ensemble", name);
-        rc = metro__write_atomic(path, text, n, NULL, err);
+        rc = metro__write_atomic(out, text, n, NULL, err);
         free(text);
     }
     for (int i = 0; i < e->k; ++i) free_table(&t[i]);
@@ -705,9 +721,12 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
                 if (!rc || rc == METRO_ESTOPPED) rc = jobs[i].rc;
                 metro__fail(err, jobs[i].rc, "system %d: %s", i, jobs[i].err.msg);
             }
-        /* every rank's systems are done (a failed rank ends them all) */
-        metro__ranks_barrier();
-        if (!rc && me == 0) rc = combine_all(&e, err);
+        /* every rank's systems are done; the tables are combined only
+         * when every system on every rank finished (rank 0's own alone
+         * mixed a stopped rank's former results with the new ones) */
+        const int all = S > 1 ? metro__ranks_any(rc) : rc;
+        if (!rc) rc = all;
+        if (!all && me == 0) rc = combine_all(&e, err);
     }
     if (lock_fd >= 0) close(lock_fd);
 done:
