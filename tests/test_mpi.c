@@ -197,11 +197,68 @@ START_TEST(combined_only_when_every_rank_finished)
 }
 END_TEST
 
+/* The host memory a dry run of one process plans ("; host memory: X GiB") */
+static double planned_gib(const char *ini, long ladders)
+{
+    char cmd[1024], line[512];
+    snprintf(cmd, sizeof cmd, "%s/bin/metro run %s --device cpu --set sampler.ladders=%ld --dry-run 2>/dev/null",
+             METRO_TEST_BINARY_DIR, ini, ladders);
+    FILE *p = popen(cmd, "r");
+    double gib = -1;
+    while (p && fgets(line, sizeof line, p))
+        if (!strncmp(line, "; host memory:", 14)) gib = strtod(line + 14, NULL);
+    if (p) pclose(p);
+    return gib;
+}
+
+/* The ranks on one host share its memory: two systems of 60% of it on two
+ * ranks of this host are refused (each rank counted its own system, and
+ * they were accepted), and two of 40% on four ranks fit (each rank counted
+ * the ensemble's first system as a run spread over the host's four ranks,
+ * and they were refused) */
+START_TEST(ensemble_memory_is_the_hosts)
+{
+    setup_dir();
+    double limit = 0, kb;
+    char line[256];
+    FILE *f = fopen("/proc/meminfo", "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %lf", &kb) == 1 || sscanf(line, "SwapTotal: %lf", &kb) == 1) limit += kb / 1048576.0;
+    fclose(f);
+    char ini[256];
+    snprintf(ini, sizeof ini, "%s/pt.ini", dir);
+    ck_assert_ptr_nonnull(f = fopen(ini, "w"));
+    fputs("[run]\nsweeps = 10\n[system]\nparticles = 1000\n[potential]\nplugin = lj_fene\n"
+          "[sampler]\nplugin = parallel_tempering\nreplicas = 100\n",
+          f);
+    fclose(f);
+    const double g1 = planned_gib(ini, 1000), g2 = planned_gib(ini, 2000), per = (g2 - g1) / 1000;
+    ck_assert_msg(g1 > 0 && per > 0, "no plan: %g, %g GiB", g1, g2);
+    ck_assert_int_eq(mpi(2, "run %s --device cpu --set sampler.ladders=%ld --set run.systems=2 --dry-run", ini,
+                         (long)(0.6 * limit / per)),
+                     2);
+    char *log = NULL, path[256];
+    snprintf(path, sizeof path, "%s/log.txt", dir);
+    log = metro_test_slurp(path);
+    ck_assert_msg(log && strstr(log, "the systems this host's 2 MPI ranks run at once (1 in this process) need"), "%s",
+                  log ? log : "(no log)");
+    free(log);
+    ck_assert_int_eq(mpi(4, "run %s --device cpu --set sampler.ladders=%ld --set run.systems=2 --dry-run", ini,
+                         (long)(0.4 * limit / per)),
+                     0);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
 #ifndef METRO_MPI
     (void)rank_count_does_not_change_the_chain, (void)ensemble_over_ranks, (void)rank_count_on_the_gpu,
-        (void)failed_ensemble_leaves_nothing, (void)combined_only_when_every_rank_finished;
+        (void)failed_ensemble_leaves_nothing, (void)combined_only_when_every_rank_finished,
+        (void)ensemble_memory_is_the_hosts;
     printf("skipped: no MPI (configure with -DMETRO_MPI=ON)\n");
     return 77;
 #else
@@ -219,6 +276,7 @@ int main(void)
     tcase_add_test(tc, rank_count_on_the_gpu);
     tcase_add_test(tc, failed_ensemble_leaves_nothing);
     tcase_add_test(tc, combined_only_when_every_rank_finished);
+    tcase_add_test(tc, ensemble_memory_is_the_hosts);
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 #endif

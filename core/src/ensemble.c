@@ -539,6 +539,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         if (opt->nsets && e.k > 0) {
             metro_options o = *opt;
             o.resume = 0, o.dry_run = 1, o.quiet = 1, o.output = "", o.arch = NULL;
+            o.whole = 1; /* a system of the ensemble, whole on its rank (not spread over them) */
             metro_error ignored = {0};
             if (metro_sim_create(&o, &top, &ignored)) top = NULL;
         }
@@ -548,6 +549,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         metro_options o = *opt;
         o.dry_run = 1;
         o.arch = NULL;
+        o.whole = 1; /* its memory a system's on one rank: spread, it was counted once a rank on the host */
         /* the run directory the config asks for, through the one rule
          * (and its folder checked); a scan's first value set (the scan may
          * supply a required key) */
@@ -612,10 +614,18 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         }
         metro_sim_destroy(s);
     }
-    if (!rc && mine > 1) {
-        char who[96];
-        snprintf(who, sizeof who, "the %d systems this process runs at once", mine);
-        rc = metro__memory_fits(probe_sim, who, host_need, host_need, device_need, err);
+    /* over MPI the ranks on one host share its memory: their systems
+     * together (each rank's alone let 2 ranks accept 4 systems that need
+     * 33 GiB on a 24 GiB machine) */
+    const double host_all = S0 > 1 ? metro__ranks_host_sum(host_need) : host_need;
+    if (!rc && probe_sim && (mine > 1 || host_all > host_need)) {
+        char who[160];
+        if (host_all > host_need)
+            snprintf(who, sizeof who, "the systems this host's %d MPI ranks run at once (%d in this process)",
+                     metro__ranks_on_host(), mine);
+        else
+            snprintf(who, sizeof who, "the %d systems this process runs at once", mine);
+        rc = metro__memory_fits(probe_sim, who, host_all, host_need, device_need, err);
     }
     metro_sim_destroy(probe_sim);
     /* a dry run of an ensemble checks every system, as above, and plans

@@ -18,7 +18,8 @@ void metro__rank_range(int rank, int ranks, int items, int *first, int *last)
 
 static int started;
 
-static int on_host = 1; /* ranks sharing this rank's host (its memory) */
+static int on_host = 1;                   /* ranks sharing this rank's host (its memory) */
+static MPI_Comm host_comm = MPI_COMM_NULL; /* those ranks */
 
 void metro__ranks_init(int *argc, char ***argv)
 {
@@ -27,11 +28,18 @@ void metro__ranks_init(int *argc, char ***argv)
     if (!already) MPI_Init(argc, argv);
     started = !already;
     /* once, here, where every rank passes: a collective */
-    MPI_Comm local;
-    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local) == MPI_SUCCESS) {
-        MPI_Comm_size(local, &on_host);
-        MPI_Comm_free(&local);
-    }
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host_comm) == MPI_SUCCESS)
+        MPI_Comm_size(host_comm, &on_host);
+    else
+        host_comm = MPI_COMM_NULL;
+}
+
+double metro__ranks_host_sum(double value)
+{
+    double sum = value;
+    if (host_comm != MPI_COMM_NULL && on_host > 1)
+        MPI_Allreduce(&value, &sum, 1, MPI_DOUBLE, MPI_SUM, host_comm);
+    return sum;
 }
 
 int metro__ranks_on_host(void)
@@ -43,6 +51,7 @@ void metro__ranks_finalize(void)
 {
     int done = 0;
     MPI_Finalized(&done);
+    if (!done && host_comm != MPI_COMM_NULL) MPI_Comm_free(&host_comm);
     if (started && !done) MPI_Finalize();
 }
 
@@ -114,6 +123,7 @@ int metro__ranks_any(int value)
 
 void metro__ranks_init(int *argc, char ***argv) { (void)argc, (void)argv; }
 int metro__ranks_on_host(void) { return 1; }
+double metro__ranks_host_sum(double value) { return value; }
 void metro__ranks_finalize(void) {}
 void metro__ranks_abort(int status) { (void)status; }
 int metro__rank(void) { return 0; }

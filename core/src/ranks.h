@@ -24,6 +24,9 @@ int metro__ranks_share(void *array, int items, size_t bytes);
 void metro__ranks_barrier(void);
 /* How many ranks share this rank's host, and so its memory (1 without MPI). */
 int metro__ranks_on_host(void);
+/* The sum of value over the ranks on this rank's host (value without
+ * MPI).  Collective. */
+double metro__ranks_host_sum(double value);
 /* Rank 0's value, on every rank. */
 int metro__ranks_agree(int value);
 /* The largest of every rank's value (a flag any rank may raise): the same
