@@ -196,12 +196,22 @@ int metro_ensemble_systems(const metro_options *opt, metro_error *err)
             if (p) started = atoi(p + 15);
             fclose(f);
         }
-        if (started > 0 && started != k) {
+        /* k counts the folders up to the first gap: a missing one is
+         * named as such, wherever it is (one in the middle was counted as
+         * the end: "1 system folders are there (system_000 ... system_000)") */
+        if (started > 0 && k < started) {
+            metro__fail(err, METRO_EUSAGE,
+                        "%s: an ensemble of %d systems (its config.ini's first line), but its folder system_%03d is "
+                        "missing: a resume continues the systems it started with, so restore it",
+                        opt->output, started, k);
+            return -1;
+        }
+        if (started > 0 && k > started) {
             metro__fail(err, METRO_EUSAGE,
                         "%s: an ensemble of %d systems (its config.ini's first line), but %d system folders are there "
-                        "(system_000 ... system_%03d): a resume continues the folders it finds, so restore the missing "
-                        "ones (or remove the extra ones)",
-                        opt->output, started, k, k - 1);
+                        "(system_000 ... system_%03d): a resume continues the systems it started with, so remove the "
+                        "extra ones (system_%03d on)",
+                        opt->output, started, k, k - 1, started);
             return -1;
         }
         return k;
@@ -635,7 +645,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
         metro_options dry = so[0].o;
         dry.dry_run = 1;
         if (!rc && !(rc = metro_sim_create(&dry, &s, err)) && metro__rank() == 0) {
-            printf("; ---- an ensemble of %d systems; the plan below is system_000's%s%s ----\n", e.k,
+            printf("; ---- an ensemble of %d system%s; the plan below is system_000's%s%s ----\n", e.k, e.k == 1 ? "" : "s",
                    e.scan_key[0] ? ", at " : "", e.scan_key[0] ? so[0].value : "");
             rc = metro_sim_plan(s, stdout);
         }
@@ -716,21 +726,36 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     }
     metro__ranks_barrier(); /* a failed rank's abort ends the others: not before rank 0 is done */
     if (!rc) {
+        char last[32] = "";
+        if (e.k > 1) snprintf(last, sizeof last, " ... system_%03d", e.k - 1);
         if (me == 0)
-            fprintf(stderr, "metro: ensemble of %d systems on %s%s, in %s/system_000 ... system_%03d\n", e.k,
-                    metro_sim_device_name(jobs[0].sim), S > 1 ? " (spread over the MPI ranks)" : "", e.dir, e.k - 1);
+            fprintf(stderr, "metro: ensemble of %d system%s on %s%s, in %s/system_000%s\n", e.k, e.k == 1 ? "" : "s",
+                    metro_sim_device_name(jobs[0].sim), S > 1 ? " (spread over the MPI ranks)" : "", e.dir, last);
         pthread_t *th = metro__xcalloc((size_t)e.k, sizeof *th);
         for (int i = me; i < e.k; i += S)
             if (pthread_create(&th[i], NULL, run_one, &jobs[i])) run_one(&jobs[i]), th[i] = 0;
         for (int i = me; i < e.k; i += S)
             if (th[i]) pthread_join(th[i], NULL);
         free(th);
+        int stopped = 0, first = -1;
         for (int i = me; i < e.k; i += S)
             if (jobs[i].rc) {
                 /* a failure outranks a clean stop of another system */
                 if (!rc || rc == METRO_ESTOPPED) rc = jobs[i].rc;
-                metro__fail(err, jobs[i].rc, "system %d: %s", i, jobs[i].err.msg);
+                /* a stop is the ensemble's, said once below: each system's
+                 * own "metro resume RUNDIR/system_NNN continues" would
+                 * resume one system, which the ensemble then refuses */
+                if (jobs[i].rc == METRO_ESTOPPED && !stopped++) first = i;
+                else if (jobs[i].rc != METRO_ESTOPPED) metro__fail(err, jobs[i].rc, "system %d: %s", i, jobs[i].err.msg);
             }
+        if (stopped) {
+            const char *msg = jobs[first].err.msg, *cut = strstr(msg, "; the checkpoint is written");
+            char more[64] = "";
+            if (stopped > 1) snprintf(more, sizeof more, " (and %d more system%s)", stopped - 1, stopped > 2 ? "s" : "");
+            metro__fail(err, METRO_ESTOPPED, "system %d: %.*s%s; each system's checkpoint is written: metro resume %s "
+                        "continues the ensemble", first, cut ? (int)(cut - msg) : (int)strcspn(msg, "\n"), msg, more,
+                        e.dir);
+        }
         /* every rank's systems are done; the tables are combined only
          * when every system on every rank finished (rank 0's own alone
          * mixed a stopped rank's former results with the new ones) */
