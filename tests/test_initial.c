@@ -199,6 +199,13 @@ START_TEST(refusals)
             W("particle 2 (species Na) has charge -1", "valence 1"));
     refused(ions4, XYZ4("Na 0 0 0 1", "Na 9.5 0 0 1", "Cl 0 3 0 -1", "Cl 0 0 3 -1"), "",
             W("particle 1 (species Na)", "outside the cell", "|r| = 9.5", "R - d/2 = 9"));
+    /* on the sphere |r| = R - d/2 = 9 to double precision (8.99999999),
+     * but coulomb_hs tests |r|² in float, where it rounds to 81.0000076 >
+     * 81: the message said "|r| = 8.99999999, but a centre must lie within
+     * R - d/2 = 9", contradicting itself; it now says what the test saw */
+    refused(ions4, XYZ4("Na 5.86743021 5.43977118 4.12094069 1", "Cl 3 0 0 -1", "Na 0 3 0 1", "Cl 0 0 3 -1"), "",
+            W("particle 0 (species Na)", "outside the cell as the potential tests it, in single precision",
+              "|r| = 8.99999999 is within R - d/2 = 9", "|r|^2 rounds to 81.0000076"));
     refused(ions4, XYZ4("Na 0 0 0 1", "Na 0 5 0 1", "Cl 0 0 5 -1", "Cl 1.5 0 0 -1"), "",
             W("particles 0 (Na) and 3 (Cl) overlap", "1.5 apart", "at least 2"));
     refused(chain3, "3\nProperties=species:S:1:pos:R:3\nC 0 0 0\nC 0.7 0 0\nC 1.9 0 0\n", "",

@@ -9,7 +9,9 @@
  *     count of each, and the charges where the file has them;
  *   - the cell: each particle alone must have finite energy (the
  *     potential's own wall, e.g. coulomb_hs's |r| <= R - d/2, rounding
- *     included), and the message gives |r| against R - d/2;
+ *     included), and the message gives |r| against R - d/2, or, for a
+ *     centre within the limit that the float test still refuses, the
+ *     single-precision |r|² that refused it;
  *   - hard cores: pairs closer than (d_i + d_j)/2, found on a cell grid in
  *     O(N) and confirmed by the potential's energy of the pair;
  *   - bonds (chain potentials): each bonded pair alone must have finite
@@ -37,6 +39,7 @@
 #include "sim.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -589,13 +592,33 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
         int k = s->species > 0 ? (int)pos[i].w : 0;
         double r = sqrt((double)pos[i].x * pos[i].x + (double)pos[i].y * pos[i].y + (double)pos[i].z * pos[i].z);
         double R = 0;
-        if (metro__host_api.fact(&sim->terms[0], "cell_radius", &R) && R > 0)
-            rc = metro__fail(err, METRO_EUSAGE,
-                             "%s: particle %d (species %s) at (%g, %g, %g) lies outside the cell: |r| = %.9g, but a centre must "
-                             "lie within R - d/2 = %.9g",
-                             w.prefix, i, s->species > 0 ? s->species_table[k].name : "-", (double)pos[i].x, (double)pos[i].y,
-                             (double)pos[i].z, r, R - (s->species > 0 ? s->species_table[k].diameter / 2 : 0));
-        else
+        if (metro__host_api.fact(&sim->terms[0], "cell_radius", &R) && R > 0) {
+            const double lim = R - (s->species > 0 ? s->species_table[k].diameter / 2 : 0);
+            /* The potential tests |r|² in single precision (coulomb_hs:
+             * x² + y² + z² > (R - d/2)² in float), so a centre on the
+             * sphere, |r| = 98 - 1e-7 in double, can round to 9604.001 >
+             * 9604 and be refused: then the exact |r| is within the limit,
+             * and a message giving only it against R - d/2 contradicted
+             * itself.  It says what the float test saw instead. */
+            /* in coulomb_hs's order, (x² + y²) + z², each step in float */
+            volatile float r2f = pos[i].x * pos[i].x + pos[i].y * pos[i].y;
+            r2f = r2f + pos[i].z * pos[i].z;
+            if (r <= lim)
+                rc = metro__fail(err, METRO_EUSAGE,
+                                 "%s: particle %d (species %s) at (%.9g, %.9g, %.9g) lies outside the cell as the potential "
+                                 "tests it, in single precision: |r| = %.9g is within R - d/2 = %.9g, but |r|^2 rounds to "
+                                 "%.9g in single precision (|r| = %.9g), beyond (R - d/2)^2 = %.9g; move it inward (by about "
+                                 "%.2g)",
+                                 w.prefix, i, s->species > 0 ? s->species_table[k].name : "-", (double)pos[i].x,
+                                 (double)pos[i].y, (double)pos[i].z, r, lim, (double)r2f, sqrt((double)r2f), lim * lim,
+                                 4 * (double)FLT_EPSILON * lim);
+            else
+                rc = metro__fail(err, METRO_EUSAGE,
+                                 "%s: particle %d (species %s) at (%g, %g, %g) lies outside the cell: |r| = %.9g, but a centre "
+                                 "must lie within R - d/2 = %.9g",
+                                 w.prefix, i, s->species > 0 ? s->species_table[k].name : "-", (double)pos[i].x,
+                                 (double)pos[i].y, (double)pos[i].z, r, lim);
+        } else
             rc = metro__fail(err, METRO_EUSAGE, "%s: particle %d at (%g, %g, %g) has infinite energy on its own", w.prefix, i,
                              (double)pos[i].x, (double)pos[i].y, (double)pos[i].z);
         goto done;
