@@ -576,7 +576,7 @@ int metro_es_analyze(const metro_pc_profile *full, const metro_pc_profile *loo, 
     memset(res, 0, sizeof *res);
     const int S = full->species, bins = full->bins;
     const size_t ng = (size_t)S * S * bins, nr = (size_t)S * bins;
-    const int minb = opt->min_bins > 3 ? opt->min_bins : 8;
+    const int minb = opt->min_bins > 3 ? opt->min_bins : METRO_ES_MIN_BINS;
     res->blocks = B;
     res->g_err = malloc(ng * sizeof(double));
     res->u_err = malloc(ng * sizeof(double));

@@ -71,12 +71,15 @@ typedef struct metro_es_options {
     double fit_rmin;         /* > 0: inner end of every fit window; 0: from the data */
     double fit_rmax;         /* > 0: outer end; 0: from the data */
     double snr;              /* signal-to-error ratio ending the window (0: 3) */
-    int min_bins;            /* fewest bins in a window (0: 8) */
+    int min_bins;            /* fewest bins in a window (0: METRO_ES_MIN_BINS) */
     const char *name[METRO_MAX_SPECIES]; /* species names in quantity names
                                             (NULL: the index) */
 } metro_es_options;
 
 #define METRO_ES_MAXQ 200
+/* Fewest bins a fit window may have unless min_bins says otherwise: the
+ * observable refuses a given fit_rmin..fit_rmax narrower than this. */
+#define METRO_ES_MIN_BINS 8
 
 typedef struct metro_es_quantity {
     char name[64];

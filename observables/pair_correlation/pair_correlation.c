@@ -31,6 +31,8 @@
  *
  * Errors.  Measurements are kept in between `blocks` and 2 x `blocks`
  * equal blocks (pc_accum.h); every error bar is a jackknife over them.
+ * Where the blocks cannot support one (short_run_note) the log says so, as
+ * the energy observable's does of its series.
  * With potential = true, the potential at each central ion from every
  * other ion is summed as well, giving the excess energy per ion
  * u_a = ½ z_a λ_B <Σ_j z_j / r_ij> of ions far from the wall (compare
@@ -60,7 +62,11 @@
  *                      βU_ab against ρ_a over the fit windows, the lines,
  *                      dashed the two-term fits), run when gnuplot exists
  *                      (else a warning; run it later in the run directory)
- * r is the bin centre; rows where a value has no data hold "nan".
+ * r is the bin centre; rows where a value has no data hold "nan".  A run
+ * in which no ion was ever central writes none of them (a warning says
+ * so); create() refuses an interior narrower than an ion, where that is
+ * all but certain, and fit windows outside [0, r_max], reversed, or
+ * narrower than a fit's METRO_ES_MIN_BINS bins.
  * save()/restore() carry the blocks, so finish() after a restart analyses
  * every measurement of the run.
  */
@@ -74,6 +80,7 @@
 #include <time.h>
 
 #include "metro/plugin.h"
+#include "metro/stats.h"
 
 #include "electrostatics.h"
 #include "pc_accum.h"
@@ -90,6 +97,7 @@ typedef struct pc {
     double cell_radius, margin;
     int particles, use_gpu, plots;
     int timed;                   /* the first measurement's cost is logged */
+    int seen[METRO_MAX_SPECIES]; /* finish(): species a was ever central */
     char prefix[64];
     metro_es_options es;
     metro_pc_accum acc;
@@ -212,10 +220,23 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
                               "charges; give wall_margin");
         c->margin = 10.0 / sqrt(k2);
     }
+    const int margin_default = host->param_real(p, "wall_margin") < 0;
     s->r_int = c->cell_radius - c->margin;
     if (!(s->r_int > 0))
         return give_up(c, "wall_margin: %g leaves no interior in a cell of radius %g", c->margin,
                        c->cell_radius);
+    /* Central ions are those whose centre lies in the interior.  One
+     * narrower than an ion's radius is smaller than an ion: at the cell's
+     * mean density it holds on average fewer centres than the packing
+     * fraction, so nearly every measurement finds no central ion and the
+     * run ends with nan or noise for every result (R = 386, margin 385,
+     * d = 8: 5e-5 central ions per configuration, all nan, exit 0). */
+    if (s->r_int < dmax / 2)
+        return give_up(c, "wall_margin: %g%s leaves an interior of radius %g in a cell of radius %g, less than the "
+                          "radius of an ion (%g), so almost no configuration has a central ion in it; wall_margin "
+                          "must be at most R - d_max/2 = %g",
+                       c->margin, margin_default ? " (the default, ten bare Debye lengths)" : "", s->r_int,
+                       c->cell_radius, dmax / 2, c->cell_radius - dmax / 2);
     double rmax = host->param_real(p, "r_max"), dr = host->param_real(p, "dr");
     const double rlim = c->margin - dmax / 2;
     if (!(rlim > 0))
@@ -235,6 +256,34 @@ static int create(const metro_host_api *host, metro_ctx *ctx, const metro_params
         dr = rmax / s->bins;
     }
     s->dr = dr;
+    /* The fit windows must lie within the bins (the analysis clamped a
+     * fit_rmax beyond r_max to the last bin without a word) and hold
+     * enough of them; a reversed or too narrow window was reported only at
+     * the end, as "too few bins with signal". */
+    const double rtop = s->bins * dr, fmin = host->param_real(p, "fit_rmin"),
+                 fmax = host->param_real(p, "fit_rmax");
+    if (fmin > 0 && fmin >= rtop)
+        return give_up(c, "fit_rmin: %g is not below r_max = %g: the fit windows would hold no bin (fit_rmin must be "
+                          "less than r_max)",
+                       fmin, rtop);
+    if (fmax > rtop * (1 + 1e-12))
+        return give_up(c, "fit_rmax: %g is beyond r_max = %g, where nothing is binned (fit_rmax must be at most "
+                          "r_max, or 0 to end the windows where the signal does)",
+                       fmax, rtop);
+    if (fmin > 0 && fmax > 0) {
+        if (fmin >= fmax)
+            return give_up(c, "fit_rmin: %g is not below fit_rmax = %g: the fit window is empty (fit_rmin must be "
+                              "less than fit_rmax)",
+                           fmin, fmax);
+        /* the bins whose centres lie in [fit_rmin, fit_rmax], as the
+         * analysis picks them (electrostatics.c, bin_of) */
+        const int lo = (int)ceil(fmin / dr - 0.5 - 1e-9), hi = (int)floor(fmax / dr - 0.5 + 1e-9);
+        if (hi - lo + 1 < METRO_ES_MIN_BINS)
+            return give_up(c, "fit_rmax: the fit window %g..%g holds %d bin centre%s (bins of %g); a far-field fit "
+                              "needs at least %d (widen the window or narrow the bins)",
+                           fmin, fmax, hi - lo + 1 > 0 ? hi - lo + 1 : 0, hi - lo + 1 == 1 ? "" : "s", dr,
+                           METRO_ES_MIN_BINS);
+    }
     s->psi = host->param_bool(p, "potential");
     c->plots = host->param_bool(p, "plots");
     const char *pre = host->param_string(p, "prefix");
@@ -545,10 +594,15 @@ static int write_plots(pc *c, const metro_es_result *res)
     fprintf(f, "# gnuplot script written by pair_correlation: run it in this directory.\n"
                "set datafile separator ','\nset terminal pngcairo size 900,650\nset grid\n");
     fprintf(f, "set output '%sg.png'\nset xlabel 'r'\nset ylabel 'g_{ab}(r)'\nset key right bottom\nplot ", P);
+    /* a species never central has only nan in its g columns, on which
+     * gnuplot fails the whole plot */
+    int first = 1;
     for (int a = 0; a < S; a++)
-        for (int b = 0; b < S; b++)
-            fprintf(f, "%s'%sg.csv' using 'r':'g_%s_%s' with lines title '%s-%s'", a || b ? ", " : "", P,
+        for (int b = 0; b < S && c->seen[a]; b++) {
+            fprintf(f, "%s'%sg.csv' using 'r':'g_%s_%s' with lines title '%s-%s'", first ? "" : ", ", P,
                     nm[a], nm[b], nm[a], nm[b]);
+            first = 0;
+        }
     fprintf(f, "\n");
     int any = 0;
     for (int a = 0; a < S; a++) any |= res->fitted[a];
@@ -571,7 +625,7 @@ static int write_plots(pc *c, const metro_es_result *res)
     fprintf(f, "set output '%sln_r_rhoq.png'\nset xlabel 'r'\nset ylabel 'ln |r {/Symbol r}_q(r) / e|'\n"
                "set key right top\nset xrange [0:%g]\nset yrange [%g:%g]\nplot ",
             P, xmax, ymin - 2.0, ymax + 2.0);
-    int first = 1;
+    first = 1;
     for (int a = 0; a < S; a++) {
         if (!res->fitted[a]) continue;
         fprintf(f, "%s'%srho_q.csv' using 'r':'ln_abs_r_rho_%s':'ln_abs_r_rho_%s_err' with yerrorbars pt 7 "
@@ -636,6 +690,88 @@ static void log_results(pc *c, const metro_es_result *res)
     if (res->warn[0]) c->host->log(c->ctx, METRO_LOG_WARN, "%s", res->warn);
 }
 
+/* Whether no ion was ever a central ion (the whole record tot): then
+ * every estimate is 0/0, and the files would be all nan (kappa_inv inf)
+ * with gnuplot failing on them as the only sign; said here instead, and
+ * nothing written.  A species never central is named too: its g and ρ
+ * rows are nan and its curves are left out of g.png. */
+static int no_central(pc *c, const double *tot)
+{
+    const int S = c->sys.species;
+    double all = 0.0;
+    for (int a = 0; a < S; a++) {
+        c->seen[a] = tot[METRO_PC_CENTRAL(S, a)] > 0;
+        all += tot[METRO_PC_CENTRAL(S, a)];
+    }
+    const long n = metro_pc_accum_count(&c->acc);
+    if (!(all > 0)) {
+        c->host->log(c->ctx, METRO_LOG_WARN,
+                     "no ion was ever a central ion: none of the %ld measurements found an ion centre within %g of "
+                     "the cell's centre (cell radius %g less wall_margin %g), so there is no g(r) and nothing to "
+                     "analyse; nothing written (lower wall_margin)",
+                     n, c->sys.r_int, c->cell_radius, c->margin);
+        return 1;
+    }
+    for (int a = 0; a < S; a++)
+        if (c->sys.count[a] > 0 && !(tot[METRO_PC_CENTRAL(S, a)] > 0))
+            c->host->log(c->ctx, METRO_LOG_WARN,
+                         "no %s ion was ever a central ion (within %g of the centre) in %ld measurements: its g and "
+                         "rho rows are nan",
+                         c->sys.name[a], c->sys.r_int, n);
+    return 0;
+}
+
+/* The sum rules are integrals to infinity; the CSV's are sums over the
+ * bins, up to r_max.  A screened tail ρ ∝ e^{-κr}/r beyond r_max holds the
+ * fraction e^{-x}(1 + x) of the neutrality integral and e^{-x}(1 + x + x²/2
+ * + x³/6) of the Stillinger–Lovett moment, x = κ r_max: at a few Debye
+ * lengths the ratios come out well below their exact 1 by construction
+ * (configs/electrolyte_dh_1to1.ini, r_max 3.2 Debye lengths: 0.40 of
+ * Stillinger–Lovett's moment is within r_max, measured 0.43 +- 0.03), which
+ * nothing said.  Estimated with the bare κ (the renormalised one is close);
+ * said when either part exceeds PC_TAIL_NOTE. */
+#define PC_TAIL_NOTE 0.02
+static void truncation_note(pc *c, const metro_es_result *res)
+{
+    const metro_es_quantity *k = metro_es_find(res, "kappa_inv");
+    if (!k || !(k->value > 0) || !isfinite(k->value)) return;
+    const double rmax = c->sys.bins * c->sys.dr, x = rmax / k->value, e = exp(-x);
+    const double t0 = e * (1 + x), t2 = e * (1 + x + x * x / 2 + x * x * x / 6);
+    if (t0 > PC_TAIL_NOTE || t2 > PC_TAIL_NOTE)
+        c->host->log(c->ctx, METRO_LOG_WARN,
+                     "r_max = %g is %.3g Debye lengths (1/kappa = %.4g): the sum rules are integrated only up to it, "
+                     "and a screened tail beyond it would hold %.2g%% of the neutrality integral and %.2g%% of the "
+                     "Stillinger-Lovett moment, so neutrality_* and stillinger_lovett are expected near %.3g and %.3g, "
+                     "not 1 (raise wall_margin and r_max to about 10 Debye lengths for the full sum rules)",
+                     rmax, x, k->value, 100 * t0, 100 * t2, 1 - t0, 1 - t2);
+}
+
+/* Error bars the blocks cannot support are said to be, as the energy
+ * observable says of its series (metro/stats.h): its binning reaches no
+ * plateau below 2 x METRO_BINNING_MIN_BINS samples, and its jackknife
+ * takes at least METRO_JACKKNIFE_MIN_BINS bins.  Here the jackknife runs
+ * over the blocks, so the same floors: fewer measurements than the
+ * energy's could ever trust, fewer blocks than its jackknife would use, or
+ * blocks of one measurement each (successive measurements taken as
+ * independent, whatever their correlation). */
+static void short_run_note(pc *c, int B)
+{
+    const long n = metro_pc_accum_count(&c->acc);
+    const char *why = NULL;
+    if (B < METRO_JACKKNIFE_MIN_BINS)
+        why = "too few blocks for a jackknife";
+    else if (n < 2 * METRO_BINNING_MIN_BINS)
+        why = "too few measurements for a binning plateau";
+    else if (n < 2L * B)
+        why = "blocks of one measurement each leave the correlation between measurements out";
+    if (why)
+        c->host->log(c->ctx, METRO_LOG_WARN,
+                     "%ld measurements in %d blocks: the run is too short for its error bars: %s (the energy "
+                     "observable's binning needs at least %d samples, its jackknife %d bins), so the errors of g.csv, rho_q.csv and "
+                     "electrostatics.csv are likely too small; run longer (or measure more often)",
+                     n, B, why, 2 * METRO_BINNING_MIN_BINS, METRO_JACKKNIFE_MIN_BINS);
+}
+
 static int finish(void *self, const metro_state *st)
 {
     pc *c = self;
@@ -654,6 +790,10 @@ static int finish(void *self, const metro_state *st)
     B = metro_pc_accum_blocks(&c->acc, blk);
     for (int j = 0; j < B; j++)
         for (size_t i = 0; i < R; i++) tot[i] += blk[(size_t)j * R + i];
+    if (no_central(c, tot)) {
+        rc = 0;
+        goto done;
+    }
     loo = calloc((size_t)B, sizeof *loo);
     W = metro_pc_weights(&c->sys, tot);
     if (!loo || !W || metro_pc_profile_alloc(&full, S, bins)) goto oom;
@@ -682,6 +822,8 @@ static int finish(void *self, const metro_state *st)
     if (!rc) rc = write_plots(c, &res);
     if (!rc && c->plots) run_gnuplot(c);
     log_results(c, &res);
+    truncation_note(c, &res);
+    short_run_note(c, B);
     metro_es_free(&res);
     goto done;
 oom:

@@ -217,6 +217,7 @@ struct metro_params {
 };
 struct metro_ctx {
     char msg[1024];
+    char log[8192];              /* every warning logged, one a line */
     char dir[512];
     unsigned char *saved;
     size_t nsaved;
@@ -243,7 +244,17 @@ static int h_fail(metro_ctx *c, const char *fmt, ...)
     va_end(ap);
     return -1;
 }
-static void h_log(metro_ctx *c, metro_log_level l, const char *fmt, ...) {}
+static void h_log(metro_ctx *c, metro_log_level l, const char *fmt, ...)
+{
+    if (l != METRO_LOG_WARN) return;
+    size_t n = strlen(c->log);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->log + n, sizeof c->log - n, fmt, ap);
+    va_end(ap);
+    n = strlen(c->log);
+    if (n + 1 < sizeof c->log) strcpy(c->log + n, "\n");
+}
 static FILE *h_open(metro_ctx *c, const char *name)
 {
     char path[1024];
@@ -337,11 +348,22 @@ static double col(const char *dir, const char *file, int row, const char *name)
 
 /* The observable (wall margin 3, 10 bins) over m ideal-gas configurations
  * of n0 ions of species a and N - n0 of b, from seed; its files in c->dir */
+static void measure_with(metro_ctx *c, const metro_params *pp, const metro_setup *ss, int n0, int m,
+                         uint64_t seed);
 static void measure_ideal(metro_ctx *c, int n0, int m, uint64_t seed)
 {
-    const metro_observable_api *a = api();
     metro_params p = {{{"wall_margin", "3"}, {"bins", "10"}, {"plots", "false"}}, 3};
     metro_setup s = ideal_setup();
+    measure_with(c, &p, &s, n0, m, seed);
+}
+
+/* The same with the parameters p and the setup s. */
+static void measure_with(metro_ctx *c, const metro_params *pp, const metro_setup *ss, int n0, int m,
+                         uint64_t seed)
+{
+    const metro_observable_api *a = api();
+    metro_params p = *pp;
+    metro_setup s = *ss;
     new_ctx(c);
     void *self = NULL;
     ck_assert_msg(a->create(&host, c, &p, &s, &self) == 0, "%s", c->msg);
@@ -371,6 +393,8 @@ START_TEST(observable_ideal_gas_files)
         }
     ck_assert_double_lt(check_ones(g, e, 4 * BINS, BINS), 0.003);
     ck_assert_double_eq_tol(col(c.dir, "g.csv", 0, "r"), 0.15, 1e-9);
+    /* 20000 measurements in 20-40 blocks: nothing to say about the errors */
+    ck_assert_msg(!strstr(c.log, "too short"), "%s", c.log);
     /* the other files exist with their headers */
     char path[1024];
     snprintf(path, sizeof path, "%s/electrostatics.csv", c.dir);
@@ -402,6 +426,76 @@ START_TEST(no_data_is_nan)
         if (i == 0) ck_assert_msg(strstr(text, ",nan"), "g.csv: no nan for the pair without data");
         free(text);
     }
+    /* said in the log, and its all-nan curves kept out of g.png (gnuplot
+     * fails the whole plot on a curve without a point) */
+    ck_assert_msg(strstr(c.log, "no b ion was ever a central ion"), "log: %s", c.log);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/pair_correlation.gp", c.dir);
+    char *gp = metro_test_slurp(path);
+    ck_assert_ptr_nonnull(gp);
+    ck_assert_msg(strstr(gp, "'g_a_b'") && !strstr(gp, "'g_b_a'") && !strstr(gp, "'g_b_b'"), "%s", gp);
+    free(gp);
+}
+END_TEST
+
+/* No ion ever central (an interior of radius 0.01 in a cell of 10): every
+ * estimate is 0/0.  It wrote all-nan files (kappa_inv inf) and exited 0,
+ * gnuplot failing on them the only sign; now a warning says so and nothing
+ * is written. */
+START_TEST(no_central_ion_is_said)
+{
+    metro_ctx c;
+    metro_params p = {{{"wall_margin", "9.99"}, {"bins", "10"}, {"plots", "false"}}, 3};
+    metro_setup s = ideal_setup();
+    measure_with(&c, &p, &s, N0, 50, 4242);
+    ck_assert_msg(strstr(c.log, "no ion was ever a central ion") && strstr(c.log, "nothing written"), "log: %s",
+                  c.log);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/g.csv", c.dir);
+    ck_assert_msg(access(path, F_OK) != 0, "g.csv written without a central ion");
+    snprintf(path, sizeof path, "%s/electrostatics.csv", c.dir);
+    ck_assert_msg(access(path, F_OK) != 0, "electrostatics.csv written without a central ion");
+}
+END_TEST
+
+/* A run of a few measurements got jackknife errors over blocks of one
+ * measurement without comment, while the energy observable warns that its
+ * series is too short for its error bar: the same warning here, below the
+ * energy's floors (64 samples, 8 jackknife bins), and not above them. */
+START_TEST(short_run_is_said)
+{
+    static const int m[] = {3, 20, 50};
+    for (int i = 0; i < 3; i++) {
+        metro_ctx c;
+        measure_ideal(&c, N0, m[i], 99 + i);
+        ck_assert_msg(strstr(c.log, "too short for its error bars"), "%d measurements, log: %s", m[i], c.log);
+    }
+    metro_ctx c;
+    measure_ideal(&c, N0, 400, 17);
+    ck_assert_msg(!strstr(c.log, "too short"), "400 measurements, log: %s", c.log);
+}
+END_TEST
+
+/* The sum rules are sums up to r_max: with r_max a few Debye lengths a
+ * screened tail beyond it is missing from them (configs/
+ * electrolyte_dh_1to1.ini: stillinger_lovett 0.43 against 1, r_max 3.2
+ * Debye lengths, without a word).  Said when the tail is more than 2 %. */
+START_TEST(truncated_sum_rules_are_said)
+{
+    metro_params p = {{{"wall_margin", "3"}, {"bins", "10"}, {"plots", "false"}}, 3};
+    metro_setup s = ideal_setup();
+    s.species_table[0].charge = 1.0;
+    s.species_table[1].charge = -1.0;
+    /* 1/kappa = 1.29 at bjerrum 1 (r_max 3 = 2.3 of them), 0.29 at 20 (10.4) */
+    const double lb[] = {1.0, 20.0};
+    for (int i = 0; i < 2; i++) {
+        metro_ctx c;
+        fact_bjerrum = lb[i];
+        measure_with(&c, &p, &s, N0, 400, 5 + i);
+        const char *at = strstr(c.log, "the sum rules are integrated only up to it");
+        ck_assert_msg(i == 0 ? at != NULL : at == NULL, "bjerrum %g, log: %s", lb[i], c.log);
+    }
+    fact_bjerrum = 0;
 }
 END_TEST
 
@@ -520,6 +614,38 @@ START_TEST(bad_configs)
     api()->destroy(self);
     metro_params p8 = {{{"r_max", "45"}}, 1};
     refused(&p8, &q, "r_max");
+    fact_bjerrum = 0;
+    fact_cell_radius = RCELL;
+    /* an interior narrower than an ion (radius 2): R 10, margin 8.5 leaves
+     * 1.5, where hardly any configuration has a central ion (all-nan
+     * results, exit 0); 8 leaves 2, allowed */
+    metro_setup big = s;
+    big.species_table[0].diameter = big.species_table[1].diameter = 4.0;
+    metro_params p9 = {{{"wall_margin", "8.5"}}, 1};
+    refused(&p9, &big, "wall_margin: 8.5 leaves an interior of radius 1.5");
+    refused(&p9, &big, "at most R - d_max/2 = 8");
+    metro_params p10 = {{{"wall_margin", "8"}}, 1};
+    new_ctx(&c);
+    self = NULL;
+    ck_assert_msg(api()->create(&host, &c, &p10, &big, &self) == 0, "%s", c.msg);
+    api()->destroy(self);
+    /* fit windows (r_max 3 in bins of 0.3): reversed, beyond r_max, or
+     * narrower than a fit's 8 bins were accepted and reported at the end
+     * as "too few bins with signal" */
+    metro_params f1 = {{{"wall_margin", "3"}, {"bins", "10"}, {"fit_rmin", "2"}, {"fit_rmax", "1"}}, 4};
+    refused(&f1, &s, "fit_rmin: 2 is not below fit_rmax = 1");
+    metro_params f2 = {{{"wall_margin", "3"}, {"bins", "10"}, {"fit_rmax", "3.5"}}, 3};
+    refused(&f2, &s, "fit_rmax: 3.5 is beyond r_max = 3");
+    metro_params f3 = {{{"wall_margin", "3"}, {"bins", "10"}, {"fit_rmin", "3"}}, 3};
+    refused(&f3, &s, "fit_rmin: 3 is not below r_max = 3");
+    metro_params f4 = {{{"wall_margin", "3"}, {"bins", "10"}, {"fit_rmin", "0.3"}, {"fit_rmax", "1.2"}}, 4};
+    refused(&f4, &s, "fit_rmax: the fit window 0.3..1.2 holds 3 bin centres");
+    /* 0.3..3 (to r_max itself) holds 9: allowed */
+    metro_params f5 = {{{"wall_margin", "3"}, {"bins", "10"}, {"fit_rmin", "0.3"}, {"fit_rmax", "3"}}, 4};
+    new_ctx(&c);
+    self = NULL;
+    ck_assert_msg(api()->create(&host, &c, &f5, &s, &self) == 0, "%s", c.msg);
+    api()->destroy(self);
 }
 END_TEST
 
@@ -625,6 +751,9 @@ int main(void)
     tcase_add_test(tc, blocks_merge);
     tcase_add_test(tc, observable_ideal_gas_files);
     tcase_add_test(tc, no_data_is_nan);
+    tcase_add_test(tc, no_central_ion_is_said);
+    tcase_add_test(tc, short_run_is_said);
+    tcase_add_test(tc, truncated_sum_rules_are_said);
     tcase_add_test(tc, save_restore_equals_uninterrupted);
     tcase_add_test(tc, bad_configs);
     tcase_add_test(tc, ideal_gas_through_the_core);
