@@ -138,7 +138,6 @@ extern "C" __global__ void hg_prep(hg_args a, int mode)
         r.dT = 1e-12 * (1.0 + r.T);
         r.absA = absA;
         r.nA = nA & 0xfffff;
-        r.pad = 0;
         /* what the chain needs to know which decisions its chunk's earlier
          * mates cannot change (hier_rule_fixed): their changes' range and flags */
         r.lo = r.hi = r.sab = 0.0;
@@ -167,6 +166,10 @@ extern "C" __global__ void hg_prep(hg_args a, int mode)
     const double adds = (double)(a.S + (a.Sp ? a.Sp + 32 : 0) + 1);
     const double mates = (a.ideal ? reff : a.ksum) * absA + adds * 0x1p-53 * (fabs(r.est) + absA);
     r.eps = a.bound_scale * (floor + rest + mates * (1.0 + 1e-6)) * (1.0 + 1e-9);
+    /* too coarse for the running energy, which adds est: the chain then
+     * leaves an acceptance to the exact pass (hg_rule_of), and the refined
+     * look may narrow it first (mode 0 below), as the CPU's later looks do */
+    r.wide = hier_energy_wide(rt.E + ro.E, rt.Phif + ro.Phif);
     r.blocked = coulomb_hs_external(&a.prm, t) != 0.0f || rt.overlap;
     r.degenerate = rt.degenerate || ro.degenerate || (nA >> 20) != 0;
     a.tr[k] = r;
@@ -177,7 +180,8 @@ extern "C" __global__ void hg_prep(hg_args a, int mode)
      * parallel with the others, when refine > 0 (a guess: a trial it
      * misses only gets its exact pass in the chain sooner) */
     const double margin = a.close_sig * sqrt(0.5 * sq);
-    a.close[k] = !r.blocked && !r.degenerate && r.nA == 0 && hier_decide(r.est, r.eps + margin, r.T, r.dT) == 2;
+    a.close[k] = !r.blocked && !r.degenerate && r.nA == 0 &&
+                 (hier_decide(r.est, r.eps + margin, r.T, r.dT) == 2 || (r.wide && r.est - r.eps < r.T + r.dT));
 }
 
 /* A block's share of trial k's exact pass: the reference's float terms of

@@ -227,7 +227,9 @@ static __device__ __forceinline__ hg_rule hg_rule_of(const hg_args *a, int k)
         const hg_trial tr = a->tr[k];
         r.est = tr.est;
         r.eps = tr.eps;
-        r.acc = fmax(0.0, tr.T - tr.dT);
+        /* an enclosure too coarse for the running energy (hg_prep) never
+         * accepts: the exact pass does, and its sum is what the energy adds */
+        r.acc = tr.wide ? -INFINITY : fmax(0.0, tr.T - tr.dT);
         r.rej = tr.T + tr.dT;
         r.lo = tr.lo;
         r.hi = tr.hi;

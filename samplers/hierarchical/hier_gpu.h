@@ -139,7 +139,8 @@ typedef struct hg_trial {
     int blocked;            /* wall or hard core outside the batch: rejected */
     int degenerate;         /* a distance 0: left to the reference */
     int nA;                 /* mates whose old position the trial overlaps */
-    int pad;
+    int wide;               /* the enclosure is too coarse for the running energy (hier_energy_wide):
+                               accepted only by an exact pass */
     /* over the mates before it in its chunk of 32 (the chain's, hg_decide):
      * the sums of their negative and positive changes and of their sizes,
      * and their overlap flags (bit j & 31: flg 1, flg 2) */

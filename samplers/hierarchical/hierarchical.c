@@ -89,11 +89,14 @@
  *                  bound is caught.
  *
  * Bookkeeping as brush: st->energy[0] += each accepted ΔE (the enclosure's
- * centre, or the reference's value where it decided), acceptance.csv per
- * cycle, save()/restore() of the cycle count, that history and the uniforms
- * drawn ahead; finish() logs how many moves each stage decided.
+ * centre, or the reference's value where it decided; an enclosure too
+ * coarse for the energy, hier_energy_wide, is looked at again first),
+ * acceptance.csv per cycle, save()/restore() of the cycle count, that
+ * history, the uniforms drawn ahead and the summary's counts; finish() logs
+ * how many moves each stage decided, over the whole run.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -141,6 +144,9 @@ typedef struct hier {
      * rejections count at stage 0), by the reference, all moves */
     long long stage[HIER_MAX_STAGES], exact, fallback, wall, overlap, moves;
     long long cells, direct;
+    long long energy_looks; /* accepted moves whose energy change was looked at again (energy_change) */
+    long long counts_from;  /* the cycle these counts begin at: 0, or a restart from a checkpoint without them */
+    long long restarted_at; /* the cycle this process resumed at (0: a fresh run): where the seconds begin */
     long long audit_diff, audit_open; /* audit: decisions other than the exact sum's, and too close to tell */
     /* CUDA: the device path (hier_gpu.c), its batch, and whether the tree
      * must be built from the positions before the next cycle */
@@ -482,6 +488,42 @@ static int audit(hier *b, const metro_float4 *pos, int i, metro_float4 t, float 
     return 0;
 }
 
+/* The energy change of an accepted move whose deciding enclosure (stage
+ * `from`) is too coarse for the running energy (hier_energy_wide): the
+ * later stages' looks, as a decision would have taken them, until one is
+ * narrow enough, else the exact pass's sum (the reference's terms), else
+ * the reference's own value.  Only the energy: the decision is made. */
+static void energy_change(hier *b, const metro_float4 *pos, metro_float4 t, metro_float4 o, int i, int from, int last,
+                          double *de)
+{
+    b->energy_looks++;
+    const double lz = (double)b->prm.sp[coulomb_hs_species(o.w)].z;
+    for (int stage = from + 1; stage <= last; ++stage) {
+        const double theta = stage == 1 ? b->theta * HIER_THETA_REFINE : b->theta * ldexp(1.0, 1 - stage);
+        hier_result rt, ro;
+        enclose(b, t, o, i, theta, 1, b->ideal, &rt, &ro);
+        b->cells += rt.cells + ro.cells;
+        b->direct += rt.direct + ro.direct;
+        if (rt.overlap || rt.degenerate || ro.degenerate) break;
+        if (!hier_energy_wide(rt.E + ro.E, rt.Phif + ro.Phif)) {
+            *de = (rt.Sf - ro.Sf) + lz * (rt.S - ro.S);
+            return;
+        }
+    }
+    double sum = 0.0, abs_sum = 0.0, path = 0.0;
+    const int rc = b->ideal ? hier_exact_ideal(&b->tree, t, o, i, &sum, &abs_sum, &path)
+                            : hier_exact(&b->tree, t, o, i, &sum, &abs_sum);
+    if (rc == 0) {
+        *de = sum;
+    } else if (b->ideal) {
+        /* a coincidence: the long-double sum's value (its decision, on
+         * some u, is not asked for: the move's is made) */
+        (void)hier_ideal_reference(&b->prm, pos, b->n, i, t, 0.5f, de);
+    } else {
+        *de = b->pot->delta(b->pot_self, pos, b->n, i, t);
+    }
+}
+
 static int advance(void *self, metro_state *st, long sweeps)
 {
     hier *b = self;
@@ -556,6 +598,10 @@ static int advance(void *self, metro_state *st, long sweeps)
                     accept = d;
                     b->stage[stage]++;
                     de = est;
+                    /* the running energy adds this centre: from an
+                     * enclosure too coarse for it, a narrower one's */
+                    if (d == 1 && hier_energy_wide(rt.E + ro.E, rt.Phif + ro.Phif))
+                        energy_change(b, pos, t, o, i, stage, last, &de);
                 } else {
                     /* with the truncation gone the enclosure would still
                      * straddle the threshold: refining cannot decide (up to
@@ -653,6 +699,13 @@ static int tree_total(hier *b, double *energy, double *bound, long long *bad)
         const metro_float4 x = b->st->pos[i];
         hier_result r;
         hier_eval(&b->tree, x, i, x, b->theta, dcut, 1, 0, 0, &r);
+        /* a look too coarse for the energy (hier_energy_wide: a wide
+         * theta, a low order, a tolerance) looked at again as a move's
+         * refinements look: order_refine at 0.85 theta, then theta halved */
+        for (int stage = 1; stage < HIER_MAX_STAGES && !r.overlap && !r.degenerate && hier_energy_wide(r.E, r.Phif);
+             ++stage)
+            hier_eval(&b->tree, x, i, x, stage == 1 ? b->theta * HIER_THETA_REFINE : b->theta * ldexp(1.0, 1 - stage),
+                      dcut, 1, 1, 0, &r);
         const double lz = (double)b->prm.sp[coulomb_hs_species(x.w)].z;
         u[2 * i] = r.Sf + lz * r.S;
         u[2 * i + 1] = hier_total_bound(fabs(lz), r.E + hier_own(&r), r.Phi, ksum);
@@ -713,25 +766,33 @@ static int finish(void *self, metro_state *st)
 {
     hier *b = self;
     if (sync_state(b, st) || brush_cycles_write(&b->cyc, b->cycles, b->trials ? b->trials : b->n)) return -1;
+    /* an older checkpoint kept no counts: say where they begin */
+    char since[96] = "";
+    char secs[64] = "";
+    if (b->counts_from > 0)
+        snprintf(since, sizeof since, " (since the restart at cycle %lld: the checkpoint kept no counts)",
+                 b->counts_from);
+    if (b->restarted_at > 0) snprintf(secs, sizeof secs, " since the restart at cycle %lld", b->restarted_at);
     if (b->gpu) {
         b->host->log(b->ctx, METRO_LOG_INFO,
-                     "%lld cycles, acceptance %.4f; moves %lld: enclosure %lld (refined look %lld), exact %lld (in the "
-                     "chain %lld, after a stop %lld), reference %lld; %.6g s building the tree, %.6g s moving (CUDA)",
-                     b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, b->moves,
-                     b->gstats.enclosure, b->gstats.refined, b->gstats.chain + b->gstats.exact, b->gstats.chain,
-                     b->gstats.exact, b->gstats.fallback, b->t_rebuild, b->t_moves);
+                     "%lld cycles, acceptance %.4f; moves%s %lld: enclosure %lld (refined look %lld), exact %lld (in the "
+                     "chain %lld, after a stop %lld), reference %lld; %.6g s building the tree, %.6g s moving%s (CUDA)",
+                     b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, since,
+                     b->moves, b->gstats.enclosure, b->gstats.refined, b->gstats.chain + b->gstats.exact, b->gstats.chain,
+                     b->gstats.exact, b->gstats.fallback, b->t_rebuild, b->t_moves, secs);
         return 0;
     }
     const double m = b->moves ? (double)b->moves : 1.0;
     long long later = 0; /* stages 3 and on: taken while cheaper than an exact pass */
     for (int k = 3; k < HIER_MAX_STAGES; ++k) later += b->stage[k];
     b->host->log(b->ctx, METRO_LOG_INFO,
-                 "%lld cycles, acceptance %.4f; moves %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
+                 "%lld cycles, acceptance %.4f; moves%s %lld: stage0 %lld, stage1 %lld, stage2 %lld, "
                  "exact %lld, reference %lld (wall %lld, overlap %lld); far cells %.1f and direct partners %.1f per move; "
-                 "%.6g s rebuilding the tree, %.6g s moving (CPU %.6g s, %.6g s); decided by a later look %lld",
-                 b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, b->moves,
+                 "%.6g s rebuilding the tree, %.6g s moving (CPU %.6g s, %.6g s)%s; decided by a later look %lld; "
+                 "energy change looked at again %lld",
+                 b->cycles, st->attempted[0] ? (double)st->accepted[0] / (double)st->attempted[0] : 0.0, since, b->moves,
                  b->stage[0], b->stage[1], b->stage[2], b->exact, b->fallback, b->wall, b->overlap, (double)b->cells / m,
-                 (double)b->direct / m, b->t_rebuild, b->t_moves, b->c_rebuild, b->c_moves, later);
+                 (double)b->direct / m, b->t_rebuild, b->t_moves, b->c_rebuild, b->c_moves, secs, later, b->energy_looks);
     if (b->audit)
         b->host->log(b->ctx, METRO_LOG_INFO,
                      "audit: %lld of %lld decisions differ from the exact sum's (long double), %lld too close to tell",
@@ -740,18 +801,83 @@ static int finish(void *self, metro_state *st)
 }
 
 #define HIER_MAGIC 0x52454948u /* "HIER" */
+#define HIER_COUNTS_MAGIC 0x544e4348u /* "HCNT" */
+#define HIER_COUNTS 28 /* the long long counts of counts_io */
 
+/* The summary's counts (finish()), kept through a checkpoint so a resumed
+ * run's summary counts the whole run, as its cycles do (they counted only
+ * since the restart: "32 cycles ... moves 44000").  Copied out of (dir 0)
+ * or into (dir 1) an array of HIER_COUNTS long longs.  Not the seconds:
+ * they differ from run to run, and a resumed run's checkpoint must be a
+ * straight run's, byte for byte (the summary says they are this process's). */
+static void counts_io(hier *b, long long *c, int dir)
+{
+    long long *f[HIER_COUNTS] = {&b->exact, &b->fallback, &b->wall, &b->overlap, &b->moves, &b->cells, &b->direct,
+                                 &b->audit_diff, &b->audit_open, &b->energy_looks, &b->gstats.enclosure,
+                                 &b->gstats.chain, &b->gstats.exact, &b->gstats.fallback, &b->gstats.refined};
+    for (int k = 0; k < HIER_MAX_STAGES; ++k) f[15 + k] = &b->stage[k];
+    for (int k = 15 + HIER_MAX_STAGES; k < HIER_COUNTS; ++k) f[k] = NULL; /* room for later counts: 0 */
+    for (int k = 0; k < HIER_COUNTS; ++k) {
+        if (dir) {
+            if (f[k]) *f[k] = c[k];
+        } else {
+            c[k] = f[k] ? *f[k] : 0;
+        }
+    }
+}
+
+/* The checkpoint: brush's blob (cycles, history, uniforms drawn ahead),
+ * then the counts: magic, version 1, HIER_COUNTS long longs. */
 static int save(void *self)
 {
     hier *b = self;
-    return brush_cycles_save(&b->cyc, HIER_MAGIC, b->cycles);
+    const unsigned hdr[2] = {HIER_COUNTS_MAGIC, 1u};
+    long long c[HIER_COUNTS];
+    counts_io(b, c, 0);
+    return brush_cycles_save(&b->cyc, HIER_MAGIC, b->cycles) || b->host->save_bytes(b->ctx, hdr, sizeof hdr) ||
+           b->host->save_bytes(b->ctx, c, sizeof c);
 }
 
+/* A checkpoint from before the counts were kept (brush's blob alone) still
+ * resumes; its summary then says its counts begin at the restart. */
 static int restore(void *self, const void *data, size_t size)
 {
     hier *b = self;
     b->gpu_dirty = 1; /* the positions may have changed under the tree */
-    return brush_cycles_restore(&b->cyc, HIER_MAGIC, data, size, &b->cycles);
+    /* where brush's blob ends: its header (magic and version, cycles, the
+     * history's and the pool's lengths) says; brush_cycles_restore checks
+     * the rest */
+    const size_t head = 2 * sizeof(unsigned) + 3 * sizeof(long long);
+    size_t blob = size;
+    if (size >= head) {
+        long long nh, np;
+        memcpy(&nh, (const unsigned char *)data + 2 * sizeof(unsigned) + sizeof(long long), sizeof nh);
+        memcpy(&np, (const unsigned char *)data + 2 * sizeof(unsigned) + 2 * sizeof(long long), sizeof np);
+        if (nh >= 0 && np >= 0 && (unsigned long long)nh < size && (unsigned long long)np < size) {
+            const size_t end = head + (size_t)nh * sizeof(long long) + (size_t)np * sizeof(float);
+            if (end <= size) blob = end;
+        }
+    }
+    if (brush_cycles_restore(&b->cyc, HIER_MAGIC, data, blob, &b->cycles)) return -1;
+    const unsigned char *p = (const unsigned char *)data + blob;
+    const size_t rest = size - blob, want = 2 * sizeof(unsigned) + HIER_COUNTS * sizeof(long long);
+    b->restarted_at = b->cycles;
+    if (rest == 0) {
+        b->counts_from = b->cycles; /* an older checkpoint: no counts */
+        return 0;
+    }
+    unsigned hdr[2] = {0, 0};
+    if (rest >= sizeof hdr) memcpy(hdr, p, sizeof hdr);
+    if (rest != want || hdr[0] != HIER_COUNTS_MAGIC || hdr[1] != 1u)
+        return b->host->fail(b->ctx,
+                             "hierarchical: the checkpoint's counts (%zu bytes after the cycles' state) are not version "
+                             "1's %zu bytes with magic HCNT: written by another version of this sampler",
+                             rest, want);
+    long long c[HIER_COUNTS];
+    memcpy(c, p + sizeof hdr, sizeof c);
+    counts_io(b, c, 1);
+    b->counts_from = 0;
+    return 0;
 }
 
 /* The dry run's estimate of a sweep (ABI 6): this sampler's measured

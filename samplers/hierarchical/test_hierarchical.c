@@ -31,7 +31,10 @@
  *   refusals        a potential it cannot serve, bad parameters, a
  *                   tolerance on CUDA (every far cell takes `order` there);
  *   resume          a run stopped and resumed through the CLI ends as the
- *                   straight run, checkpoint for checkpoint. */
+ *                   straight run, checkpoint for checkpoint, and its
+ *                   summary counts the whole run's moves;
+ *   coarse energy   at low orders, a tolerance or a wide theta the running
+ *                   energy and the tree's total pass the drift check. */
 #include <dlfcn.h>
 #include <unistd.h>
 #include <math.h>
@@ -1017,6 +1020,90 @@ START_TEST(later_looks_audited)
 }
 END_TEST
 
+/* The running energy at coarse settings: the decisions were exact, but
+ * the energy added each accepted enclosure's centre, off by up to its
+ * bound (order 0: 0.9% of max(|E|, N) after 12 sweeps of 1000 ions, and
+ * the run stopped at its energy check).  Every allowed coarse setting must
+ * now pass the default drift check with room; and the tree's total at a
+ * wide theta and order 0 is the direct sum's. */
+START_TEST(coarse_energy_holds)
+{
+    static const char *const sets[] = {"--set sampler.order=0", "--set sampler.order=3", "--set sampler.tolerance=1",
+                                       "--set sampler.tolerance=1e-3",
+                                       "--set sampler.energy=tree --set sampler.theta=0.9",
+                                       "--set sampler.order=0 --set sampler.reference=exact",
+                                       "--set sampler.order=0 --set sampler.refine=0"};
+    const char *ini = "[run]\nseed = 5\nequilibration = 2\nsweeps = 10\n\n[system]\nparticles = 1000\n\n"
+                      "[potential]\nplugin = coulomb_hs\nvalences = 1, -1\ndiameters = 4\ncell_radius = 100\n"
+                      "bjerrum = 7.117\n\n[sampler]\nplugin = hierarchical\n";
+    for (size_t k = 0; k < sizeof sets / sizeof *sets; ++k) {
+        char d[] = "/tmp/metro-hier-XXXXXX";
+        ck_assert_ptr_nonnull(mkdtemp(d));
+        char *log = cli_log(d, ini, sets[k]); /* fails the test when the run fails its energy check */
+        const char *at = strstr(log, "largest energy drift ");
+        double drift = -1;
+        ck_assert_msg(at && sscanf(at, "largest energy drift %lf", &drift) == 1, "no drift in the log: %s", log);
+        printf("%s: largest energy drift %.3g\n", sets[k], drift);
+        ck_assert_msg(drift < 1e-5, "%s: drift %.3g", sets[k], drift);
+        free(log);
+        char cmd[1100];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+    ck_assert(tree_vs_direct("cpu", 4096, 598.0, "step = 0\norder = 0\ntheta = 0.9", 2) < 2e-5);
+    ck_assert(tree_vs_direct("cpu", 4096, 110.0, "step = 6\ntolerance = 1\ntheta = 0.9", 2) < 2e-5);
+}
+END_TEST
+
+/* The summary of a resumed run counts the whole run, as a straight run's
+ * does (the moves and every stage counted only since the restart, the
+ * cycles the whole run's) */
+START_TEST(resume_counts_whole_run)
+{
+    char d[] = "/tmp/metro-hier-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    char *sum[2];
+    for (int k = 0; k < 2; ++k) {
+        metro_test_write(d, k ? "half.ini" : "full.ini",
+                         "[run]\nseed = 8\nsweeps = %d\nequilibration = 5\n\n[system]\nparticles = 600\n\n"
+                         "[potential]\nplugin = coulomb_hs\nvalences = 3, -1\ndiameters = 7.5\ncell_radius = 120\n"
+                         "bjerrum = 7.117\n\n[sampler]\nplugin = hierarchical\nstep = 20\nleaf = 4\n",
+                         k ? 15 : 30);
+        char *e = NULL;
+        int rc = metro_test_clif(&e, "run %s/%s.ini --device cpu --output %s/%s --quiet", d, k ? "half" : "full", d,
+                                 k ? "split" : "full");
+        ck_assert_msg(rc == 0, "run failed: %s", e ? e : "");
+        free(e);
+        if (k) {
+            rc = metro_test_clif(&e, "resume %s/split --set run.sweeps=30 --device cpu --quiet", d);
+            ck_assert_msg(rc == 0, "resume failed: %s", e ? e : "");
+            free(e);
+        }
+        char path[1100];
+        snprintf(path, sizeof path, "%s/%s/log.txt", d, k ? "split" : "full");
+        char *log = metro_test_slurp(path);
+        ck_assert_ptr_nonnull(log);
+        /* the last summary: cycles ... direct partners per move */
+        char *at = NULL, *p = log;
+        while ((p = strstr(p, " cycles, acceptance "))) at = p++;
+        ck_assert_msg(at, "no summary in %s", log);
+        char *end = strstr(at, " per move");
+        ck_assert_ptr_nonnull(end);
+        *end = 0;
+        sum[k] = strdup(at);
+        free(log);
+    }
+    printf("straight: %s\nresumed:  %s\n", sum[0], sum[1]);
+    ck_assert_msg(strstr(sum[0], "moves 21000:"), "the straight run's summary: %s", sum[0]);
+    ck_assert_msg(!strcmp(sum[0], sum[1]), "summaries differ:\n%s\n%s", sum[0], sum[1]);
+    free(sum[0]);
+    free(sum[1]);
+    char cmd[1100];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", d);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static void refused(const char *ini, const char *want)
 {
     metro_test_refused(ini, NULL, want);
@@ -1064,7 +1151,8 @@ int main(void)
     (void)enclosure, (void)rounding_lemma, (void)chunk_range_lemma, (void)orders_layout, (void)moment_error_bound, (void)overlap_is_found, (void)exact_pass_is_the_reference, (void)reference_rounding, (void)same_chain_dilute_4096, (void)same_chain_dense_4096;
     (void)same_chain_dense_coarse, (void)broken_bound_is_caught, (void)two_ions, (void)refusals, (void)refuses_cuda_tolerance;
     (void)resume_is_exact, (void)tree_energy, (void)exact_pass_ideal, (void)exact_chain_audited,
-        (void)exact_audit_can_fail, (void)exact_refines_before_its_pass, (void)later_looks_audited;
+        (void)exact_audit_can_fail, (void)exact_refines_before_its_pass, (void)later_looks_audited,
+        (void)coarse_energy_holds, (void)resume_counts_whole_run;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
 #else
@@ -1093,6 +1181,8 @@ int main(void)
     add(tc, "resume_is_exact", resume_is_exact);
     add(tc, "exact_refines_before_its_pass", exact_refines_before_its_pass);
     add(tc, "later_looks_audited", later_looks_audited);
+    add(tc, "coarse_energy_holds", coarse_energy_holds);
+    add(tc, "resume_counts_whole_run", resume_counts_whole_run);
     (void)same_chain_dilute_65536;
     suite_add_tcase(s, tc);
     return metro_test_main(s);
