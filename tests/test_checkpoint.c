@@ -69,6 +69,29 @@ START_TEST(resume_is_exact)
     ck_assert_int_eq(metro_test_cli(args, NULL, NULL), 0);
     ck_assert_msg(metro_test_same_file(a, b), "analyze changed the time series");
 
+    /* a key the plugin marks resumable (energy's max_lag: the ACF's last
+     * lag, read at finish() from the saved series) may change at an
+     * analyze, and the results use it; one that is not (series) is refused
+     * as another chain's, the resumable keys named in the message */
+    snprintf(args, sizeof args, "analyze %s/odd --set \"observable energy.max_lag=3\" --device cpu --quiet", d);
+    rc = metro_test_cli(args, NULL, &e);
+    ck_assert_msg(rc == 0, "analyze with a new max_lag: %s", e);
+    free(e);
+    snprintf(b, sizeof b, "%s/odd/energy_acf.csv", d);
+    char *acf = metro_test_slurp(b);
+    ck_assert_ptr_nonnull(acf);
+    int lines = 0;
+    for (const char *c = acf; *c; ++c) lines += *c == '\n';
+    free(acf);
+    ck_assert_int_eq(lines, 1 + 4); /* the header, lags 0 to 3 */
+    snprintf(args, sizeof args, "analyze %s/odd --set \"observable energy.series=false\" --device cpu --quiet", d);
+    rc = metro_test_cli(args, NULL, &e);
+    ck_assert_int_eq(rc, 2);
+    ck_assert_msg(strstr(e, "belongs to another chain") && strstr(e, "series") &&
+                      strstr(e, "the keys `metro describe PLUGIN` marks as a resume's to change"),
+                  "%s", e);
+    free(e);
+
     /* a damaged checkpoint is not trusted: the previous one takes over,
      * and the run still ends where the straight run ends */
     snprintf(args, sizeof args, "printf 'XXXX' | dd of=%s/split/checkpoint.bin bs=1 seek=100 conv=notrunc status=none", d);

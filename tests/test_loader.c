@@ -60,6 +60,14 @@ START_TEST(bond_without_bonds)
                                              "METRO_POTENTIAL_BONDS");
 }
 END_TEST
+/* ABI 8: a parameter a resume may change must be one the plugin declares
+ * (a misspelt name would keep the key the author meant free fixed) */
+START_TEST(resumable_undeclared)
+{
+    expect_refused(FAKE "/a/resumable.so", "sampler plugin 'resumable' names 'nob' in .resumable, but declares no "
+                                           "parameter of that name");
+}
+END_TEST
 START_TEST(not_a_file) { expect_refused(FAKE "/a/nothing_here.so", "no such plugin file"); }
 END_TEST
 
@@ -253,6 +261,7 @@ int main(void)
     tcase_add_test(tc, missing_function);
     tcase_add_test(tc, bonds_without_bond);
     tcase_add_test(tc, bond_without_bonds);
+    tcase_add_test(tc, resumable_undeclared);
     tcase_add_test(tc, wrong_kind_does_not_compile);
     tcase_add_test(tc, not_a_file);
     tcase_add_test(tc, duplicate);

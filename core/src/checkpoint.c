@@ -30,6 +30,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "loader.h"
 #include "util.h"
 
 #define MAGIC "METROCK2"
@@ -51,10 +52,39 @@ static int resumable(const char *section, const char *key)
     return 0;
 }
 
-static void identity_params(FILE *f, const char *section, const metro_params *p)
+/* d: the section's plugin, whose .resumable keys (ABI 8) are left out too */
+static void identity_params(FILE *f, const char *section, const metro_params *p, const metro_plugin *d)
 {
     for (int j = 0; p && j < p->n; ++j)
-        if (!resumable(section, p->decls[j].name)) fprintf(f, "[%s] %s = %s\n", section, p->decls[j].name, p->v[j].text);
+        if (!resumable(section, p->decls[j].name) && !(d && metro__plugin_resumable_has(d, p->decls[j].name)))
+            fprintf(f, "[%s] %s = %s\n", section, p->decls[j].name, p->v[j].text);
+}
+
+/* A checkpoint's identity without the lines of keys this run's plugins
+ * now call resumable: one written before a plugin named them (ABI 7)
+ * holds them, and is still this run's (heap). */
+static char *without_resumable(metro_sim *sim, const char *text)
+{
+    char *out = metro__xmalloc(strlen(text) + 1), *o = out;
+    for (const char *l = text; *l;) {
+        const size_t n = strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n');
+        int drop = 0;
+        const char *close = l[0] == '[' ? memchr(l, ']', n) : NULL;
+        for (int i = 0; close && !drop && i < metro__nctx(sim); ++i) {
+            metro_ctx *c = metro__ctx_at(sim, i);
+            const size_t sl = strlen(c->section);
+            if ((size_t)(close - l - 1) != sl || strncmp(l + 1, c->section, sl) || close[1] != ' ') continue;
+            const char *key = close + 2, *eq = strstr(key, " = ");
+            if (!eq || eq > l + n) continue;
+            char name[256];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - key), key);
+            drop = metro__plugin_resumable_has(c->plugin->d, name);
+        }
+        if (!drop) memcpy(o, l, n), o += n;
+        l += n;
+    }
+    *o = 0;
+    return out;
 }
 
 /* The identity text of this run (heap, NUL-terminated). */
@@ -64,8 +94,8 @@ static char *identity(metro_sim *sim, size_t *len)
     FILE *f = open_memstream(&text, len);
     if (!f) return NULL;
     fprintf(f, "format %s\nbackend %s\n", MAGIC, sim->setup.backend == METRO_BACKEND_CUDA ? "cuda" : "cpu");
-    identity_params(f, "run", sim->run);
-    identity_params(f, "system", sim->system);
+    identity_params(f, "run", sim->run, NULL);
+    identity_params(f, "system", sim->system, NULL);
     /* a system that took its species or chains from [system] initial
      * (initial.c): they define the chain, though the file may change at a
      * resume */
@@ -93,7 +123,7 @@ static char *identity(metro_sim *sim, size_t *len)
         fprintf(f, "[%s] plugin = %s %s\n", c->section, c->plugin->d->name, c->plugin->d->version);
         if (metro__ctx_kind(sim, i) == METRO_KIND_POTENTIAL) fprintf(f, "[%s] species = %#x\n", c->section, c->mask);
         if (metro__ctx_kind(sim, i) == METRO_KIND_OBSERVABLE) fprintf(f, "[%s] every = %ld\n", c->section, c->every);
-        identity_params(f, c->section, c->params);
+        identity_params(f, c->section, c->params, c->plugin->d);
     }
     fclose(f);
     return text;
@@ -348,15 +378,18 @@ int metro__checkpoint_check(metro_sim *sim, metro_error *err)
     theirs[len] = 0;
     p += len;
     int rc = METRO_OK;
-    if (digest != metro__fnv(METRO__FNV_INIT, mine, mylen) || strcmp(mine, theirs)) {
+    char *kept = without_resumable(sim, theirs);
+    if (digest != metro__fnv(METRO__FNV_INIT, theirs, len) || strcmp(mine, kept)) {
         char diff[6000];
-        name_differences(&sim->setup, theirs, mine, diff, sizeof diff);
+        name_differences(&sim->setup, kept, mine, diff, sizeof diff);
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: belongs to another chain; a resume may change only [run] sweeps (upward), device, "
-                         "check_every, checkpoint_minutes, drift_tolerance and [system] initial, initial_frame, "
-                         "numbering. What differs:\n%s",
+                         "check_every, checkpoint_minutes, drift_tolerance, [system] initial, initial_frame, "
+                         "numbering, and the keys `metro describe PLUGIN` marks as a resume's to change. What "
+                         "differs:\n%s",
                          used, diff[0] ? diff : "  (the plugins' order)");
     }
+    free(kept);
     free(mine);
     free(theirs);
     if (rc) return rc;

@@ -220,8 +220,9 @@ static int cmd_describe(const char *name)
     for (int i = 0; d->params && d->params[i].name; ++i) {
         const metro_param_decl *q = &d->params[i];
         metro__decl_allowed(q, allowed, sizeof allowed);
-        printf("\n; %s\n; %s; %s\n%s = %s\n", q->doc, allowed, q->default_value ? "optional" : "REQUIRED",
-               q->name, q->default_value ? q->default_value : "");
+        printf("\n; %s\n; %s; %s%s\n%s = %s\n", q->doc, allowed, q->default_value ? "optional" : "REQUIRED",
+               metro__plugin_resumable_has(d, q->name) ? "; a resume or analyze may change it" : "", q->name,
+               q->default_value ? q->default_value : "");
     }
     return METRO_OK;
 }

@@ -68,6 +68,20 @@ const char *const *metro__plugin_dirs(void)
     return (const char *const *)dirs;
 }
 
+const char *const *metro__plugin_resumable(const metro_plugin *d)
+{
+    if (d->kind == METRO_KIND_SAMPLER) return ((const metro_sampler_api *)d->api)->resumable;
+    if (d->kind == METRO_KIND_OBSERVABLE) return ((const metro_observable_api *)d->api)->resumable;
+    return NULL;
+}
+
+int metro__plugin_resumable_has(const metro_plugin *d, const char *key)
+{
+    for (const char *const *r = metro__plugin_resumable(d); r && *r; ++r)
+        if (!strcmp(*r, key)) return 1;
+    return 0;
+}
+
 static int check_api(const metro_plugin *d, const char *path, metro_error *err)
 {
     const char *missing = NULL;
@@ -96,6 +110,17 @@ static int check_api(const metro_plugin *d, const char *path, metro_error *err)
     if (missing)
         return metro__fail(err, METRO_EUSAGE, "%s: %s plugin '%s' lacks the required function %s()",
                            path, metro__kind_name(d->kind), d->name, missing);
+    /* a resumable name that is no parameter would let nothing change, or
+     * a misspelt one keep a key the author meant free fixed: either way
+     * the author's mistake, named here and not at a user's resume */
+    for (const char *const *r = metro__plugin_resumable(d); r && *r; ++r) {
+        int declared = 0;
+        for (int i = 0; d->params && d->params[i].name && !declared; ++i) declared = !strcmp(d->params[i].name, *r);
+        if (!declared)
+            return metro__fail(err, METRO_EUSAGE, "%s: %s plugin '%s' names '%s' in .resumable, but declares no "
+                                                  "parameter of that name (a resume may change only declared ones)",
+                               path, metro__kind_name(d->kind), d->name, *r);
+    }
     /* plugin.h: bond is NULL unless flags has BONDS.  The flag makes the
      * term the owner of the system's bonds, whose energy it then never
      * gave: a lone term ran without it on the CPU, and its device code

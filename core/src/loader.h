@@ -23,6 +23,10 @@ typedef struct metro__plugin {
  * METRO_OK and *out (owned by the registry), or METRO_EUSAGE with a message
  * naming the file. */
 int metro__plugin_open(const char *path, const metro__plugin **out, metro_error *err);
+/* The parameters a resume may change (.resumable, ABI 8; NULL when none),
+ * and whether key is one of them. */
+const char *const *metro__plugin_resumable(const metro_plugin *d);
+int metro__plugin_resumable_has(const metro_plugin *d, const char *key);
 
 /* Find plugin `name` of kind `kind` (0: any) along the search path. */
 int metro__plugin_find(const char *name, metro_kind kind, const metro__plugin **out,

@@ -432,7 +432,7 @@ static int memory(void *vself, const metro_setup *setup, size_t *host, size_t *d
 }
 
 static const metro_observable_api api = {METRO_ABI_VERSION, create, destroy, measure, finish, save, restore,
-                                         NULL, memory};
+                                         NULL, memory, NULL};
 
 METRO_PLUGIN(observable, "condensation", "1.0.0",
              "per temperature: the fraction of each free species (counterions, salt) within a distance of a chain; "

@@ -293,6 +293,11 @@ static int memory(void *self, const metro_setup *setup, size_t *host, size_t *de
     return 0;
 }
 
+/* the ACF's last lag is read at finish() from the saved series: a resume
+ * or an analyze may change it (series may not: switched off, the former
+ * energy.csv would stay as the shorter run's) */
+static const char *const resumable[] = {"max_lag", NULL};
+
 static const metro_observable_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -303,6 +308,7 @@ static const metro_observable_api api = {
     .restore = restore,
     .measure_device = measure_device,
     .memory = memory,
+    .resumable = resumable,
 };
 
 METRO_PLUGIN(observable, "energy", "1.0.0",

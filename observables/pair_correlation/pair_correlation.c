@@ -903,6 +903,11 @@ static int memory(void *self, const metro_setup *setup, size_t *host, size_t *de
     return 0;
 }
 
+/* the fit windows and their signal-to-error ratio are read only by the
+ * analysis in finish(), from the saved blocks (restore() keeps them): a
+ * finished run is fitted again by `metro analyze RUNDIR --set ...` */
+static const char *const resumable[] = {"fit_rmin", "fit_rmax", "snr", NULL};
+
 static const metro_observable_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -912,6 +917,7 @@ static const metro_observable_api api = {
     .save = save,
     .restore = restore,
     .memory = memory,
+    .resumable = resumable,
 };
 
 METRO_PLUGIN(observable, "pair_correlation", "1.0.0",

@@ -710,8 +710,13 @@ static int memory(void *vself, const metro_setup *setup, size_t *host, size_t *d
     return 0;
 }
 
+/* read only by finish(), from the saved series: a resume or an analyze may
+ * change them (reweight and plots may not: switched off, the former files
+ * would stay as the shorter run's) */
+static const char *const resumable[] = {"reweight_points", "jackknife", NULL};
+
 static const metro_observable_api api = {METRO_ABI_VERSION, create,  destroy, measure,
-                                         finish,            save,    restore, measure_device, memory};
+                                         finish,            save,    restore, measure_device, memory, resumable};
 
 METRO_PLUGIN(observable, "polymer_shape", "1.0.0",
              "per temperature: energy, C_V/N, r_gyr^2 and its fluctuation, R_ee^2 (averages over the chains, each "

@@ -410,6 +410,11 @@ static void enclose(hier *b, metro_float4 t, metro_float4 o, int i, double theta
 #pragma omp section
             hier_eval(&b->tree, o, i, o, theta, dcut, 0, hi, dbl, ro);
         }
+        /* as one thread leaves it: an overlap or a coincidence at the trial
+         * needs no old place, so its look counts nothing (the summary's
+         * counts, which the checkpoint keeps, are then the same for every
+         * thread count, as the chain is) */
+        if (rt->overlap || rt->degenerate) memset(ro, 0, sizeof *ro);
         return;
     }
 #endif
@@ -922,6 +927,10 @@ static int memory(void *self, const metro_setup *setup, size_t *host, size_t *de
     return 0;
 }
 
+/* the thread count gives the same chain and the same sums (DESIGN.md): a
+ * resume on a machine with other cores may change it */
+static const char *const resumable[] = {"threads", NULL};
+
 static const metro_sampler_api api = {
     .version = METRO_ABI_VERSION,
     .create = create,
@@ -935,6 +944,7 @@ static const metro_sampler_api api = {
     .total = total,
     .cost = cost,
     .memory = memory,
+    .resumable = resumable,
 };
 
 METRO_PLUGIN(sampler, "hierarchical", "0.1.0",

@@ -827,7 +827,7 @@ static int memory(void *self, const metro_setup *setup, size_t *host, size_t *de
 }
 
 static const metro_sampler_api api = {
-    METRO_ABI_VERSION, create, destroy, start, advance, sync_state, finish, save, restore, memory, NULL, NULL, NULL, NULL,
+    METRO_ABI_VERSION, create, destroy, start, advance, sync_state, finish, save, restore, memory, NULL, NULL, NULL, NULL, NULL,
 };
 
 METRO_PLUGIN(sampler, "parallel_tempering", "1.0.0",

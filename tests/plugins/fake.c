@@ -23,6 +23,13 @@ static int s_restore(void *self, const void *d, size_t n) { (void)self; (void)d;
 #ifndef FAKE_TABLE_VERSION
 #define FAKE_TABLE_VERSION METRO_ABI_VERSION
 #endif
+/* FAKE_RESUMABLE: .resumable names a parameter it does not declare */
+#ifdef FAKE_RESUMABLE
+static const char *const resumable[] = {"knob", "nob", NULL};
+#define FAKE_RESUMABLE_LIST resumable
+#else
+#define FAKE_RESUMABLE_LIST NULL
+#endif
 __attribute__((unused)) static const metro_sampler_api api = {
     FAKE_TABLE_VERSION, s_create, s_destroy, s_start,
 #ifdef FAKE_MISSING_FN
@@ -30,7 +37,7 @@ __attribute__((unused)) static const metro_sampler_api api = {
 #else
     s_advance,
 #endif
-    s_sync, s_sync, s_save, s_restore, NULL, NULL, NULL, NULL, NULL};
+    s_sync, s_sync, s_save, s_restore, NULL, NULL, NULL, NULL, NULL, FAKE_RESUMABLE_LIST};
 
 /* FAKE_BONDS_NO_FN: a potential that says it owns the bonds
  * (METRO_POTENTIAL_BONDS) without their energy function bond();

@@ -57,7 +57,7 @@ static int w_save(void *self) { (void)self; return 0; }
 static int w_restore(void *self, const void *d, size_t n) { (void)self; (void)d; (void)n; return 0; }
 
 static const metro_observable_api api = {METRO_ABI_VERSION, w_create, w_destroy, w_measure, w_finish,
-                                         w_save, w_restore, NULL, NULL};
+                                         w_save, w_restore, NULL, NULL, NULL};
 
 static const metro_param_decl params[] = {
     {"file", METRO_PARAM_STRING, "writer.txt", 0, 0, NULL, "", "the file it writes"},

@@ -50,8 +50,20 @@ extern "C" {
  * the dry run (a tree instead of the direct sum's N² pair terms); the
  * sampler table grew again.
  * 7: host->claim_output(): a plugin names in create() the files it will
- * write, so two sections writing one file are refused before the run. */
-#define METRO_ABI_VERSION 7u
+ * write, so two sections writing one file are refused before the run.
+ * 8: samplers and observables may name parameters a resume may change
+ * (.resumable: a fit window, a thread count); both tables grew. */
+#define METRO_ABI_VERSION 8u
+
+/* ---- ABI version 8, in the sampler's and the observable's tables ----
+ * resumable: NULL, or the NULL-terminated names of the plugin's parameters
+ * that change neither the chain nor what save() keeps (an analysis's fit
+ * window, a thread count that gives the same chain), so that `metro resume`
+ * and `metro analyze` take a new value (--set) and the results use it.
+ * Every other parameter defines the run: a resume that changes it is
+ * refused as another chain's.  Each name must be a declared parameter, and
+ * restore() must keep the value create() read. */
+#define METRO_RESUMABLE_FIELD const char *const *resumable
 
 /* The core's direct sum of pair terms, measured (bench/NOTES.md): pair
  * terms per second on one CPU core and on one H100 at large N.  The core
@@ -504,6 +516,8 @@ typedef struct metro_sampler_api {
      * *seconds set (and may name its basis in host->log at debug level),
      * or 1 to leave the estimate to the core. */
     int (*cost)(void *self, const metro_setup *setup, double *seconds);
+    /* ---- ABI version 8 (METRO_RESUMABLE_FIELD, above) ---- */
+    METRO_RESUMABLE_FIELD;
 } metro_sampler_api;
 
 /* Observables measure the state every `every` sweeps after equilibration.
@@ -530,6 +544,8 @@ typedef struct metro_observable_api {
     int (*measure_device)(void *self, const metro_state *st);
     /* ---- ABI version 2 ---- */
     METRO_MEMORY_FN;
+    /* ---- ABI version 8 (METRO_RESUMABLE_FIELD, above) ---- */
+    METRO_RESUMABLE_FIELD;
 } metro_observable_api;
 
 /* ---- the descriptor ----------------------------------------------------- */
