@@ -175,8 +175,9 @@ int metro__plugin_open(const char *path, const metro__plugin **out, metro_error 
                          METRO_PLUGIN_ENTRY);
     else if (d->abi_version != METRO_ABI_VERSION)
         /* version 3 changed metro_setup's layout and the device names of
-         * potentials, version 4 metro_pd_sum's, versions 5 and 6 the
-         * sampler's table, so an older plugin cannot run (plugin.h) */
+         * potentials, version 4 metro_pd_sum's, versions 5, 6 and 8 the
+         * sampler's table (8 the observable's too), so an older plugin
+         * cannot run (plugin.h) */
         rc = metro__fail(err, METRO_EUSAGE,
                          "%s: built for plugin ABI version %u, this metro speaks version %u (%s)", path, d->abi_version,
                          METRO_ABI_VERSION,
