@@ -670,8 +670,8 @@ int metro_sim_plan(metro_sim *sim, FILE *f)
                "; host memory:            %.3g GiB\n"
                "; device memory:          %.3g GiB\n"
                "; time per sweep:         about %.3g s (%s)\n"
-               "; whole run:              about %.3g s (the moves; the observables' measurements come on top:\n"
-               ";                         g(r) is O(N^2) a measurement)\n",
+               "; whole run:              about %.3g s (the moves; the observables' measurements come on top,\n"
+               ";                         e.g. pair_correlation's g(r), O(N^2) a measurement)\n",
             s->backend == METRO_BACKEND_CUDA ? "cuda" : "cpu", sim->device_name, s->particles, s->replicas,
             sim->equilibration, sim->sweeps, pairs, by_sampler ? "; this sampler needs far fewer" : "",
             gib(sim->host_need), gib(sim->device_need), sweep, basis,
