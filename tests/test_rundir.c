@@ -932,6 +932,38 @@ START_TEST(overwrite_and_ensembles)
 }
 END_TEST
 
+/* An ensemble's resume whose second system is in use by another process
+ * (here this test, holding its lock) is refused before it writes into any
+ * system: the first system's config.ini took the resume's --set, and the
+ * ensemble, its systems then of different sweeps, could not be resumed */
+START_TEST(ensemble_resume_in_use_writes_nothing)
+{
+    fresh_dir();
+    metro_test_write(dir, "en.ini", "[run]\nsweeps = 10\nsystems = 2\n[system]\nparticles = 4\n[potential]\n"
+                                    "plugin = lj_fene\n[sampler]\nplugin = metropolis\ntemperature = 1\n");
+    char *e, path[512];
+    ck_assert_int_eq(metro_test_clif(&e, "run %s/en.ini --device cpu --output %s/en --quiet", dir, dir), 0);
+    free(e);
+    snprintf(path, sizeof path, "%s/en/system_001/.lock", dir);
+    const int fd = open(path, O_RDWR);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    ck_assert_msg(fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0, "cannot lock %s", path);
+    snprintf(path, sizeof path, "%s/en/system_000/config.ini", dir);
+    char *before = metro_test_slurp(path);
+    const int rc = metro_test_clif(&e, "resume %s/en --set run.sweeps=20 --device cpu --quiet", dir);
+    ck_assert_msg(rc == 2 && strstr(e, "system_001: in use by another metro process"), "exit %d: %s", rc, e);
+    free(e);
+    char *after = metro_test_slurp(path);
+    ck_assert_msg(before && after && !strcmp(before, after), "the refused resume rewrote %s", path);
+    free(before);
+    free(after);
+    close(fd); /* the lock goes with it: the resume now runs */
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/en --set run.sweeps=20 --device cpu --quiet", dir), 0);
+    free(e);
+    cleanup();
+}
+END_TEST
+
 /* --dry-run of every shipped config: the resolved config and the work
  * come out, and nothing is created, not even the default run directory.
  * A config of the hierarchical sampler is timed by the sampler's own
@@ -1167,6 +1199,7 @@ int main(void)
     tcase_add_test(tc, ensemble_stops_after_a_system_ended);
     tcase_add_test(tc, folders_not_metros);
     tcase_add_test(tc, overwrite_and_ensembles);
+    tcase_add_test(tc, ensemble_resume_in_use_writes_nothing);
     tcase_add_test(tc, dry_run_creates_nothing);
     tcase_add_test(tc, dry_run_counts_the_tree);
     tcase_add_test(tc, dry_run_refuses_what_a_run_refuses);

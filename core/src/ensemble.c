@@ -584,8 +584,8 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     if (top) {
         char what[160];
         /* "an ensemble of K": a resume compares it with the folders */
-        snprintf(what, sizeof what, "an ensemble of %d systems, one run directory each (system_NNN/, each with its own "
-                                    "resolved config.ini)", e.k);
+        snprintf(what, sizeof what, "an ensemble of %d system%s, one run directory each (system_NNN/, each with its "
+                                    "own resolved config.ini)", e.k, e.k == 1 ? "" : "s");
         FILE *f = open_memstream(&top_text, &top_n);
         metro__write_resolved(top, f, what);
         fclose(f);
@@ -668,13 +668,22 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
      * alone let another rank run systems it had refused */
     if (S > 1) rc = metro__ranks_any(rc);
     /* every system started (placed, linked, its energy checked) before any
-     * folder of a new run is made or emptied: one that cannot start, which
-     * only its start finds, leaves the folder as it was, a former run's
-     * results under --overwrite included, as a single run's refusal does
-     * (the folder was emptied first, and the results were lost) */
+     * folder is written: one that cannot start, which only its start
+     * finds, leaves the folders as they were, a former run's results under
+     * --overwrite included, as a single run's refusal does (the folder was
+     * emptied first, and the results were lost), and a resume's systems as
+     * they stopped */
     const int later = !opt->resume;
     for (int i = me; i < e.k && !rc; i += S)
-        if ((rc = metro__sim_create(&so[i].o, !later, &jobs[i].sim, err)))
+        if ((rc = metro__sim_create(&so[i].o, 0, &jobs[i].sim, err)))
+            metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
+    /* a resume writes into the systems' folders (config.ini with --set,
+     * the log): every one of them locked first, so one in use elsewhere
+     * (a system resumed on its own) leaves the others as they were (the
+     * first systems' config.ini took the --set, and the ensemble was then
+     * refused as systems of different sweeps) */
+    for (int i = me; i < e.k && !rc && !later; i += S)
+        if ((rc = metro__rundir_lock(jobs[i].sim, &so[i].o, err)))
             metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
     if (!rc) {
         /* this rank's systems: the sampler may share launches among them */
@@ -700,7 +709,7 @@ int metro_ensemble_run(const metro_options *opt, metro_error *err)
     const int made = metro__ranks_agree(!rc && lock_fd >= 0 && later);
     if (S > 1) rc = metro__ranks_any(rc);
     metro__ranks_barrier(); /* the ensemble's folder is ready before any system's */
-    for (int i = me; i < e.k && !rc && later; i += S)
+    for (int i = me; i < e.k && !rc; i += S)
         if ((rc = metro__sim_open(jobs[i].sim, &so[i].o, err)))
             metro__fail(err, rc, "(system_%03d, %d of %d)", i, i + 1, e.k);
     if (S > 1) rc = metro__ranks_any(rc);

@@ -401,6 +401,14 @@ static int write_config(metro_sim *sim, metro_error *err)
     return rc;
 }
 
+int metro__rundir_lock(metro_sim *sim, const metro_options *opt, metro_error *err)
+{
+    char buf[1024];
+    const char *out = metro__rundir_path(sim, opt, buf, sizeof buf);
+    if (!*out || sim->lock_fd >= 0) return METRO_OK;
+    return take_lock(&sim->lock_fd, out, err);
+}
+
 int metro__rundir_open(metro_sim *sim, const metro_options *opt, metro_error *err)
 {
     char buf[1024];
@@ -411,7 +419,7 @@ int metro__rundir_open(metro_sim *sim, const metro_options *opt, metro_error *er
     signal(SIGXFSZ, SIG_IGN);
     if (!opt->resume && metro__mkdirs(out))
         return metro__fail(err, METRO_EUSAGE, "%s: cannot create the run directory: %s", out, strerror(errno));
-    int rc = take_lock(&sim->lock_fd, out, err);
+    int rc = sim->lock_fd >= 0 ? METRO_OK : take_lock(&sim->lock_fd, out, err);
     if (rc) return rc;
     sim->dir = metro__strdup(out);
     if (!opt->resume && opt->overwrite && (rc = clear_rundir(out, err))) return rc;

@@ -165,6 +165,11 @@ int metro__rundir_check(metro_sim *sim, const metro_options *opt, metro_error *e
  * temporaries, write config.ini (new run, or resume with --set) and open
  * log.txt.  Called only when everything else is valid. */
 int metro__rundir_open(metro_sim *sim, const metro_options *opt, metro_error *err);
+/* The run directory's lock alone, taken ahead of metro__rundir_open (which
+ * then keeps it): an ensemble's resume holds every system's before it
+ * writes into any, so a system in use elsewhere leaves the others as they
+ * were.  An existing folder only (a resume's). */
+int metro__rundir_lock(metro_sim *sim, const metro_options *opt, metro_error *err);
 void metro__rundir_close(metro_sim *sim);
 /* metro_sim_create, with the run directory made (open_dir) or left to
  * metro__sim_open: an ensemble places every system before any folder is
