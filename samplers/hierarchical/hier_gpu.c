@@ -42,6 +42,12 @@ struct hier_gpu {
     metro_ctx *ctx;
     hier_gpu_cfg cfg;
     cudaStream_t s;
+    /* the device's running counts (hg_status: decided[], refined) as last
+     * read: each cycle adds what they grew by to the caller's stats, which
+     * a resume restores (assigned, they counted only since the restart)
+     * and which the int counters would wrap in 2^31 decisions */
+    unsigned seen_decided[2];
+    long long seen_refined;
     /* The side stream: work that needs neither the walks nor the moments
      * runs there beside a batch's update of the moments (hg_mom,
      * hg_norms): the leaves' moves (hg_leaf_move) and, in order and for a
@@ -1005,9 +1011,13 @@ int hier_gpu_cycle(hier_gpu *g, metro_state *st, long long cycle, int trials, hi
         cu(g, cudaStreamSynchronize(g->s), "the cycle"))
         return -1;
     *accepted = acc;
-    stats->enclosure = g->h_status->decided[0];
-    stats->chain = g->h_status->decided[1];
-    stats->refined = g->h_status->refined;
+    for (int k = 0; k < 2; ++k) {
+        const unsigned now = (unsigned)g->h_status->decided[k];
+        *(k ? &stats->chain : &stats->enclosure) += (long long)(now - g->seen_decided[k]); /* modulo 2^32 */
+        g->seen_decided[k] = now;
+    }
+    stats->refined += g->h_status->refined - g->seen_refined;
+    g->seen_refined = g->h_status->refined;
     if (g->profile) {
         for (int p = 0; p < HG_PHASES; ++p) profile_phase(g, p);
         g->host->log(g->ctx, METRO_LOG_INFO,

@@ -821,7 +821,11 @@ static void counts_io(hier *b, long long *c, int dir)
                                  &b->audit_diff, &b->audit_open, &b->energy_looks, &b->gstats.enclosure,
                                  &b->gstats.chain, &b->gstats.exact, &b->gstats.fallback, &b->gstats.refined};
     for (int k = 0; k < HIER_MAX_STAGES; ++k) f[15 + k] = &b->stage[k];
-    for (int k = 15 + HIER_MAX_STAGES; k < HIER_COUNTS; ++k) f[k] = NULL; /* room for later counts: 0 */
+    for (int k = 15 + HIER_MAX_STAGES; k < HIER_COUNTS - 1; ++k) f[k] = NULL; /* room for later counts: 0 */
+    /* the cycle the counts begin at (0, or a resume from a checkpoint
+     * without them): kept, or the next checkpoint's counts passed for the
+     * whole run's */
+    f[HIER_COUNTS - 1] = &b->counts_from;
     for (int k = 0; k < HIER_COUNTS; ++k) {
         if (dir) {
             if (f[k]) *f[k] = c[k];
@@ -881,7 +885,6 @@ static int restore(void *self, const void *data, size_t size)
     long long c[HIER_COUNTS];
     memcpy(c, p + sizeof hdr, sizeof c);
     counts_io(b, c, 1);
-    b->counts_from = 0;
     return 0;
 }
 
