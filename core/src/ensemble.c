@@ -335,12 +335,13 @@ void metro_sim_ungroup(metro_sim *sim)
 typedef struct table {
     char *header;
     int rows, cols;
-    char **cell;   /* rows x cols, text */
+    int stored;    /* rows read (rows may be cut to the systems' common ones) */
+    char **cell;   /* stored x cols, text */
 } table;
 
 static void free_table(table *t)
 {
-    for (int i = 0; t->cell && i < t->rows * t->cols; ++i) free(t->cell[i]);
+    for (int i = 0; t->cell && i < t->stored * t->cols; ++i) free(t->cell[i]);
     free(t->cell);
     free(t->header);
     memset(t, 0, sizeof *t);
@@ -375,7 +376,7 @@ static int read_table(const char *path, table *t)
             t->cell[t->rows * t->cols + c] = metro__strdup(f);
             f = comma ? comma + 1 : f + strlen(f);
         }
-        t->rows++;
+        t->stored = ++t->rows;
     }
     free(text);
     return 0;
@@ -391,11 +392,12 @@ static int numeric(const char *s, double *v)
 /* RUNDIR/ensemble_NAME (or scan_NAME) from every system's NAME, where
  * each is a small table of one header: a scan puts the value in front of
  * each system's rows, whatever their number; K systems are averaged row by
- * row, so their tables must have the same rows (an autocorrelation's
- * length is the data's), and where they do not the table is left out with
- * a warning, not silently.  A table not written this time is removed: one
- * from before (a shorter run, since extended) would no longer be the
- * systems'. */
+ * row, over the rows every system has when their first column agrees
+ * there (an autocorrelation's lags: its length is the data's, so it
+ * differs from system to system at the defaults), and where it does not
+ * the table is left out with a warning, not silently.  A table not
+ * written this time is removed: one from before (a shorter run, since
+ * extended) would no longer be the systems'. */
 static int combine(const ensemble *e, const char *name, metro_error *err)
 {
     table *t = metro__xcalloc((size_t)e->k, sizeof *t);
@@ -407,9 +409,25 @@ static int combine(const ensemble *e, const char *name, metro_error *err)
         if (ok && t[i].rows != t[0].rows && odd < 0) odd = i;
     }
     if (ok && odd >= 0 && !e->scan_key[0]) {
-        fprintf(stderr, "metro: warning: ensemble_%s is not written: system_000's %s has %d rows, system_%03d's %d "
-                        "(K systems are averaged row by row)\n", name, name, t[0].rows, odd, t[odd].rows);
-        ok = 0;
+        /* the rows' key: the leading columns up to the first that varies
+         * down system_000's common rows (slot, then the lag t of a lone
+         * slot's ACF; the slot alone where there are several, whose lags
+         * then start each slot at the same row in every system) */
+        int common = t[0].rows, keyed = 1, key = 0;
+        for (int i = 1; i < e->k; ++i) common = t[i].rows < common ? t[i].rows : common;
+        for (int varies = 0; key < t[0].cols - 1 && !varies; key += !varies)
+            for (int r = 1; r < common && !varies; ++r) varies = strcmp(t[0].cell[r * t[0].cols + key], t[0].cell[key]) != 0;
+        for (int i = 1; i < e->k && keyed; ++i)
+            for (int r = 0; r < common && keyed; ++r)
+                for (int c = 0; c <= key && keyed; ++c) keyed = !strcmp(t[i].cell[r * t[i].cols + c], t[0].cell[r * t[0].cols + c]);
+        if (keyed && common > 0) {
+            for (int i = 0; i < e->k; ++i) t[i].rows = common;
+        } else {
+            fprintf(stderr, "metro: warning: ensemble_%s is not written: system_000's %s has %d rows, system_%03d's %d, "
+                            "and their first columns differ (K systems are averaged row by row)\n",
+                    name, name, t[0].rows, odd, t[odd].rows);
+            ok = 0;
+        }
     }
     char *text = NULL;
     size_t n = 0;
