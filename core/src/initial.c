@@ -603,7 +603,15 @@ int metro__initial_load(metro_sim *sim, metro_error *err)
             /* in coulomb_hs's order, (x² + y²) + z², each step in float */
             volatile float r2f = pos[i].x * pos[i].x + pos[i].y * pos[i].y;
             r2f = r2f + pos[i].z * pos[i].z;
-            if (r <= lim)
+            if (r <= lim && (double)r2f <= lim * lim)
+                /* within the sphere in float too: another wall refused it
+                 * (a term's external()), not the cell's rounding */
+                rc = metro__fail(err, METRO_EUSAGE,
+                                 "%s: particle %d (species %s) at (%g, %g, %g) has infinite energy on its own, though it "
+                                 "lies in the cell (|r| = %.9g, within R - d/2 = %.9g): a term's external() forbids it there",
+                                 w.prefix, i, s->species > 0 ? s->species_table[k].name : "-", (double)pos[i].x,
+                                 (double)pos[i].y, (double)pos[i].z, r, lim);
+            else if (r <= lim)
                 rc = metro__fail(err, METRO_EUSAGE,
                                  "%s: particle %d (species %s) at (%.9g, %.9g, %.9g) lies outside the cell as the potential "
                                  "tests it, in single precision: |r| = %.9g is within R - d/2 = %.9g, but |r|^2 rounds to "
