@@ -326,13 +326,7 @@ static double planned_gib(const char *args)
 START_TEST(systems_fit_together)
 {
     setup_dir();
-    double limit = 0, kb;
-    char line[256];
-    FILE *f = fopen("/proc/meminfo", "r");
-    ck_assert_ptr_nonnull(f);
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemTotal: %lf", &kb) == 1 || sscanf(line, "SwapTotal: %lf", &kb) == 1) limit += kb / 1048576.0;
-    fclose(f);
+    const double limit = metro_test_machine_gib();
     metro_test_write(dir, "pt.ini", "[run]\nsweeps = 10\n[system]\nparticles = 1000\n[potential]\nplugin = lj_fene\n"
                                     "[sampler]\nplugin = parallel_tempering\nreplicas = 100\n");
     char args[1024];

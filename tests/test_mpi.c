@@ -135,15 +135,11 @@ END_TEST
 START_TEST(failed_ensemble_leaves_nothing)
 {
     setup_dir();
-    FILE *f;
     char path[256];
     snprintf(path, sizeof path, "%s/dense.ini", dir);
-    ck_assert_ptr_nonnull(f = fopen(path, "w"));
-    fputs("[run]\nseed = 11\nsweeps = 8\nequilibration = 5\nscan = potential.concentration: 0.05, 8\n"
-          "[system]\nparticles = 256\n[potential]\nplugin = coulomb_hs\nvalences = 3,-1\ndiameters = 4,4\n"
-          "[sampler]\nplugin = brush\n",
-          f);
-    fclose(f);
+    metro_test_write(dir, "dense.ini", "[run]\nseed = 11\nsweeps = 8\nequilibration = 5\nscan = potential.concentration: "
+                                       "0.05, 8\n[system]\nparticles = 256\n[potential]\nplugin = coulomb_hs\nvalences = "
+                                       "3,-1\ndiameters = 4,4\n[sampler]\nplugin = brush\n");
     struct stat sb;
     char out[96];
     for (int ranks = 2; ranks <= 3; ++ranks) {
@@ -170,24 +166,18 @@ END_TEST
 START_TEST(combined_only_when_every_rank_finished)
 {
     setup_dir();
-    FILE *f;
     char path[256];
     snprintf(path, sizeof path, "%s/nan.ini", dir);
-    ck_assert_ptr_nonnull(f = fopen(path, "w"));
-    fputs("[run]\nseed = 3\nsweeps = 8\nequilibration = 0\nscan = potential.nan_total: 0, 7\n[system]\nparticles = 8\n"
-          "[potential]\nplugin = nanpot\nbad = -1\n[sampler]\nplugin = metropolis\ntemperature = 1\n"
-          "[observable energy]\nplugin = energy\n",
-          f);
-    fclose(f);
+    metro_test_write(dir, "nan.ini", "[run]\nseed = 3\nsweeps = 8\nequilibration = 0\nscan = potential.nan_total: 0, 7\n"
+                                     "[system]\nparticles = 8\n[potential]\nplugin = nanpot\nbad = -1\n[sampler]\n"
+                                     "plugin = metropolis\ntemperature = 1\n[observable energy]\nplugin = energy\n");
     ck_assert_int_eq(mpi(2, "run %s --device cpu --output %s/nan --quiet", path, dir), 0);
     char table[256], before[256];
     snprintf(table, sizeof table, "%s/nan/scan_energy_stats.csv", dir);
     snprintf(before, sizeof before, "%s/before.csv", dir);
     char *text = metro_test_slurp(table);
     ck_assert_ptr_nonnull(text);
-    ck_assert_ptr_nonnull(f = fopen(before, "w"));
-    fputs(text, f);
-    fclose(f);
+    metro_test_write(dir, "before.csv", "%s", text);
     free(text);
     ck_assert_int_ne(mpi(2, "resume %s/nan --set run.sweeps=4096 --device cpu --quiet", dir), 0);
     ck_assert_msg(metro_test_same_file(table, before), "%s was rewritten though system_001 failed", table);
@@ -219,20 +209,11 @@ static double planned_gib(const char *ini, long ladders)
 START_TEST(ensemble_memory_is_the_hosts)
 {
     setup_dir();
-    double limit = 0, kb;
-    char line[256];
-    FILE *f = fopen("/proc/meminfo", "r");
-    ck_assert_ptr_nonnull(f);
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemTotal: %lf", &kb) == 1 || sscanf(line, "SwapTotal: %lf", &kb) == 1) limit += kb / 1048576.0;
-    fclose(f);
+    const double limit = metro_test_machine_gib();
     char ini[256];
     snprintf(ini, sizeof ini, "%s/pt.ini", dir);
-    ck_assert_ptr_nonnull(f = fopen(ini, "w"));
-    fputs("[run]\nsweeps = 10\n[system]\nparticles = 1000\n[potential]\nplugin = lj_fene\n"
-          "[sampler]\nplugin = parallel_tempering\nreplicas = 100\n",
-          f);
-    fclose(f);
+    metro_test_write(dir, "pt.ini", "[run]\nsweeps = 10\n[system]\nparticles = 1000\n[potential]\nplugin = lj_fene\n"
+                                    "[sampler]\nplugin = parallel_tempering\nreplicas = 100\n");
     const double g1 = planned_gib(ini, 1000), g2 = planned_gib(ini, 2000), per = (g2 - g1) / 1000;
     ck_assert_msg(g1 > 0 && per > 0, "no plan: %g, %g GiB", g1, g2);
     ck_assert_int_eq(mpi(2, "run %s --device cpu --set sampler.ladders=%ld --set run.systems=2 --dry-run", ini,

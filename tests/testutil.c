@@ -180,3 +180,15 @@ int metro_test_main(Suite *s)
     srunner_free(sr);
     return failed ? 1 : 0;
 }
+
+double metro_test_machine_gib(void)
+{
+    double limit = 0, kb;
+    char line[256];
+    FILE *f = fopen("/proc/meminfo", "r");
+    ck_assert_ptr_nonnull(f);
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemTotal: %lf", &kb) == 1 || sscanf(line, "SwapTotal: %lf", &kb) == 1) limit += kb / 1048576.0;
+    fclose(f);
+    return limit;
+}

@@ -53,6 +53,9 @@ int metro_test_same_file(const char *a, const char *b);
 
 /* Read a whole file into a heap string (NULL if it cannot be read). */
 char *metro_test_slurp(const char *path);
+/* This machine's memory and swap in GiB, as the core's memory check
+ * counts them (/proc/meminfo) */
+double metro_test_machine_gib(void);
 
 /* Value of column `col` in row `row` (0 = first data row) of a CSV with a
  * header row; NAN when absent. */
