@@ -960,6 +960,16 @@ START_TEST(ensemble_resume_in_use_writes_nothing)
     close(fd); /* the lock goes with it: the resume now runs */
     ck_assert_int_eq(metro_test_clif(&e, "resume %s/en --set run.sweeps=20 --device cpu --quiet", dir), 0);
     free(e);
+    /* an ensemble whose system has no checkpoint (killed before its
+     * first) is started again as a whole: the advice was to run that
+     * system alone, which the ensemble then refuses */
+    snprintf(path, sizeof path, "rm %s/en/system_001/checkpoint.bin*", dir);
+    ck_assert_int_eq(system(path), 0);
+    ck_assert_int_eq(metro_test_clif(&e, "resume %s/en --device cpu --quiet", dir), 2);
+    ck_assert_msg(strstr(e, "system_001: no checkpoint.bin to resume from") && strstr(e, "an ensemble resumes as a whole") &&
+                      strstr(e, "/en/config.ini --output ") && !strstr(e, "system_001/config.ini"),
+                  "%s", e);
+    free(e);
     cleanup();
 }
 END_TEST

@@ -214,7 +214,7 @@ int metro_ensemble_systems(const metro_options *opt, metro_error *err)
                         opt->output, started, k, k - 1, started);
             return -1;
         }
-        return k;
+        return metro__ensemble_resumable(opt->output, k, err) ? -1 : k;
     }
     ensemble e;
     if (read_plan(opt, &e, err)) return -1;

@@ -247,6 +247,24 @@ int metro__ensemble_dir_open(const char *dir, int resume, int overwrite, int *lo
     return take_lock(lock_fd, dir, err);
 }
 
+int metro__ensemble_resumable(const char *dir, int k, metro_error *err)
+{
+    const long pid = lock_holder(dir);
+    if (pid > 0)
+        return metro__fail(err, METRO_EUSAGE, "%s: in use by another metro process (PID %ld); wait for it to end or stop "
+                                              "it first", dir, pid);
+    char sys[4000]; /* room for exists()'s name after it */
+    for (int i = 0; i < k; ++i) {
+        snprintf(sys, sizeof sys, "%.3980s/system_%03d", dir, i);
+        if (!exists(sys, "checkpoint.bin") && !exists(sys, "checkpoint.bin.prev") && lock_holder(sys) <= 0)
+            return metro__fail(err, METRO_EUSAGE,
+                               "%s: no checkpoint.bin to resume from: the ensemble stopped before this system's first "
+                               "checkpoint, and an ensemble resumes as a whole (start it again: metro run %s/config.ini "
+                               "--output %s --overwrite)", sys, dir, dir);
+    }
+    return METRO_OK;
+}
+
 int metro__ensemble_dir_clear(const char *dir, metro_error *err)
 {
     return clear_rundir(dir, err) ? METRO_EUSAGE : METRO_OK;

@@ -191,6 +191,10 @@ int metro__memory_fits(metro_sim *sim, const char *who, double host, double host
  * system folders, once every system has started. */
 int metro__ensemble_dir_open(const char *dir, int resume, int overwrite, int *lock_fd, metro_error *err);
 int metro__ensemble_dir_clear(const char *dir, metro_error *err);
+/* An ensemble's folder of k systems can be resumed: not in use, and every
+ * system with a checkpoint (one without is named with how to start the
+ * ensemble again, not the system alone, which the ensemble would refuse) */
+int metro__ensemble_resumable(const char *dir, int k, metro_error *err);
 /* A new ensemble that failed to start, its folder let go (lock_fd closed)
  * and put back: taken away if this run made it (fresh), else emptied if
  * this run emptied it (made), else left as it was, the lock this run took
