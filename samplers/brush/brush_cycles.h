@@ -115,6 +115,22 @@ static inline int brush_cycles_save(brush_cycles *c, unsigned magic, long long c
     return 0;
 }
 
+/* The length of that blob at the start of data, from its header (the
+ * history's and the pool's lengths), for a sampler that saves more after
+ * it; size when the header cannot say (brush_cycles_restore then names
+ * what is wrong). */
+static inline size_t brush_cycles_blob_size(const void *data, size_t size)
+{
+    const size_t head = 2 * sizeof(unsigned) + 3 * sizeof(long long);
+    if (size < head) return size;
+    long long nh, np;
+    memcpy(&nh, (const unsigned char *)data + 2 * sizeof(unsigned) + sizeof(long long), sizeof nh);
+    memcpy(&np, (const unsigned char *)data + 2 * sizeof(unsigned) + 2 * sizeof(long long), sizeof np);
+    if (nh < 0 || np < 0 || (unsigned long long)nh >= size || (unsigned long long)np >= size) return size;
+    const size_t end = head + (size_t)nh * sizeof(long long) + (size_t)np * sizeof(float);
+    return end <= size ? end : size;
+}
+
 /* Back from that blob; *cycles set.  0 or -1 (with the reason). */
 static inline int brush_cycles_restore(brush_cycles *c, unsigned magic, const void *data, size_t size,
                                        long long *cycles_out)

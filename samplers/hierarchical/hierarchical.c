@@ -395,6 +395,16 @@ static double ref_sum(int n)
     return ((double)n + 4.0) * 0x1p-53 * 1.01;
 }
 
+/* The opening parameter of a look's stage: stage 0 the first look's
+ * theta; stage 1 (order_refine) 0.85 of it, which also opens the cells a
+ * little further (the Legendre tail beyond the stored degrees, which
+ * bounds what the moments' norms do not, falls as (rho/d)^15); later
+ * stages theta halved each time. */
+static double stage_theta(const hier *b, int stage)
+{
+    return stage == 0 ? b->theta : stage == 1 ? b->theta * HIER_THETA_REFINE : b->theta * ldexp(1.0, 1 - stage);
+}
+
 /* One enclosure of both points at opening parameter theta. */
 static void enclose(hier *b, metro_float4 t, metro_float4 o, int i, double theta, int hi, int dbl, hier_result *rt,
                     hier_result *ro)
@@ -504,7 +514,7 @@ static void energy_change(hier *b, const metro_float4 *pos, metro_float4 t, metr
     b->energy_looks++;
     const double lz = (double)b->prm.sp[coulomb_hs_species(o.w)].z;
     for (int stage = from + 1; stage <= last; ++stage) {
-        const double theta = stage == 1 ? b->theta * HIER_THETA_REFINE : b->theta * ldexp(1.0, 1 - stage);
+        const double theta = stage_theta(b, stage);
         hier_result rt, ro;
         enclose(b, t, o, i, theta, 1, b->ideal, &rt, &ro);
         b->cells += rt.cells + ro.cells;
@@ -562,17 +572,12 @@ static int advance(void *self, metro_state *st, long sweeps)
             const double dT = 1e-12 * (1.0 + T);
             int decided = 0, accept = 0;
             double de = 0.0;
-            /* stage 0: order `order`; stage 1: order `order_refine` at
-             * 0.85 theta; later stages: theta halved each time */
-            double theta = b->theta;
+            /* stage 0: order `order`; stage 1: order `order_refine`
+             * (stage_theta: the opening of each) */
             int hopeless = 0; /* the reference's own rounding alone leaves the move open */
             int last = b->refine; /* the last stage, raised while a look is cheaper than the exact pass */
             for (int stage = 0; stage <= last && !decided && !hopeless; ++stage) {
-                /* stage 1 also opens the cells a little further (0.85
-                 * theta): the Legendre tail beyond the stored degrees, which
-                 * bounds what the moments' norms do not, falls as (rho/d)^15 */
-                if (stage == 1) theta = b->theta * HIER_THETA_REFINE;
-                if (stage >= 2) theta = b->theta * ldexp(1.0, 1 - stage);
+                const double theta = stage_theta(b, stage);
                 hier_result rt, ro;
                 /* reference = exact: the refinements sum their near
                  * partners in double, so their floor is double rounding */
@@ -709,8 +714,7 @@ static int tree_total(hier *b, double *energy, double *bound, long long *bad)
          * refinements look: order_refine at 0.85 theta, then theta halved */
         for (int stage = 1; stage < HIER_MAX_STAGES && !r.overlap && !r.degenerate && hier_energy_wide(r.E, r.Phif);
              ++stage)
-            hier_eval(&b->tree, x, i, x, stage == 1 ? b->theta * HIER_THETA_REFINE : b->theta * ldexp(1.0, 1 - stage),
-                      dcut, 1, 1, 0, &r);
+            hier_eval(&b->tree, x, i, x, stage_theta(b, stage), dcut, 1, 1, 0, &r);
         const double lz = (double)b->prm.sp[coulomb_hs_species(x.w)].z;
         u[2 * i] = r.Sf + lz * r.S;
         u[2 * i + 1] = hier_total_bound(fabs(lz), r.E + hier_own(&r), r.Phi, ksum);
@@ -853,20 +857,8 @@ static int restore(void *self, const void *data, size_t size)
 {
     hier *b = self;
     b->gpu_dirty = 1; /* the positions may have changed under the tree */
-    /* where brush's blob ends: its header (magic and version, cycles, the
-     * history's and the pool's lengths) says; brush_cycles_restore checks
-     * the rest */
-    const size_t head = 2 * sizeof(unsigned) + 3 * sizeof(long long);
-    size_t blob = size;
-    if (size >= head) {
-        long long nh, np;
-        memcpy(&nh, (const unsigned char *)data + 2 * sizeof(unsigned) + sizeof(long long), sizeof nh);
-        memcpy(&np, (const unsigned char *)data + 2 * sizeof(unsigned) + 2 * sizeof(long long), sizeof np);
-        if (nh >= 0 && np >= 0 && (unsigned long long)nh < size && (unsigned long long)np < size) {
-            const size_t end = head + (size_t)nh * sizeof(long long) + (size_t)np * sizeof(float);
-            if (end <= size) blob = end;
-        }
-    }
+    /* the counts follow brush's blob, whose own header says where it ends */
+    const size_t blob = brush_cycles_blob_size(data, size);
     if (brush_cycles_restore(&b->cyc, HIER_MAGIC, data, blob, &b->cycles)) return -1;
     const unsigned char *p = (const unsigned char *)data + blob;
     const size_t rest = size - blob, want = 2 * sizeof(unsigned) + HIER_COUNTS * sizeof(long long);
